@@ -1,0 +1,42 @@
+"""CreatePartitions (key 37), versions 0-3.
+
+Per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS when the count does not grow,
+INVALID_REPLICA_ASSIGNMENT for a wrong number of assignments, INVALID_REQUEST when named
+twice. validate_only writes nothing. The KIP-599 quota comes with the mutation-quota issue.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from broker.admin import AdminError
+from broker.dispatch import RequestContext
+from protocol.errors import ErrorCode
+
+API_KEY = 37
+API_NAME = "CreatePartitions"
+VERSIONS = (0, 3)
+
+
+async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    admin = ctx.broker.admin
+    counts = Counter(t["name"] for t in request["topics"])
+    results = []
+    for t in request["topics"]:
+        name = t["name"]
+        res: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+        results.append(res)
+        if counts[name] > 1:
+            res["error_code"] = ErrorCode.INVALID_REQUEST
+            res["error_message"] = f"Duplicate topic {name} in request"
+            continue
+        assignments = [list(a["broker_ids"]) for a in t["assignments"]] if t.get("assignments") else None
+        try:
+            plan = admin.validate_partition_growth(name, t["count"], assignments)
+            if not request.get("validate_only"):
+                await admin.add_partitions(name, plan)
+        except AdminError as e:
+            res["error_code"] = e.code
+            res["error_message"] = e.message
+    return {"throttle_time_ms": 0, "results": results}

@@ -1,0 +1,53 @@
+"""CreateTopics (key 19), versions 0-6.
+
+Each topic is validated on its own and answered with Kafka's code (INVALID_TOPIC_EXCEPTION,
+TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
+INVALID_REQUEST for a name given twice); the others still go through. num_partitions or
+replication_factor -1 (v4+) take the broker defaults. validate_only (v1+) writes nothing.
+The KIP-599 quota (THROTTLING_QUOTA_EXCEEDED in v6) comes with the mutation-quota issue.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from broker.admin import AdminError, TopicSpec
+from broker.dispatch import RequestContext
+from protocol.errors import ErrorCode
+
+API_KEY = 19
+API_NAME = "CreateTopics"
+VERSIONS = (0, 6)
+
+
+async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    admin = ctx.broker.admin
+    validate_only = bool(request.get("validate_only", False))
+    counts = Counter(t["name"] for t in request["topics"])
+    results = []
+    for t in request["topics"]:
+        name = t["name"]
+        res: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None,
+                               "num_partitions": -1, "replication_factor": -1, "configs": None}
+        results.append(res)
+        if counts[name] > 1:
+            res["error_code"] = ErrorCode.INVALID_REQUEST
+            res["error_message"] = f"Create topics request from client contains multiple entries for topic {name}"
+            continue
+        assignment = {a["partition_index"]: list(a["broker_ids"]) for a in t.get("assignments") or []}
+        configs = {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None}
+        spec = TopicSpec(name, t["num_partitions"], t["replication_factor"], assignment or None, configs)
+        try:
+            if validate_only:
+                plan = admin.validate_new_topic(spec)
+            else:
+                await admin.create_topic(spec)
+                plan = ctx.broker.metadata.topics[name].assignment if name in ctx.broker.metadata.topics else {}
+            if plan:
+                res["num_partitions"] = len(plan)
+                res["replication_factor"] = len(next(iter(plan.values())))
+        except AdminError as e:
+            res["error_code"] = e.code
+            res["error_message"] = e.message
+    return {"throttle_time_ms": 0, "topics": results}

@@ -1,0 +1,89 @@
+"""Fetch (key 1), versions 0-3, with KIP-74's response-wide max_bytes.
+
+For each partition in request order the log is read up to min(partition max_bytes,
+what is left of the response limit). Until a partition has returned data, the first
+message is returned whole even if larger than both limits (v3); after that, a v3
+partition whose first message does not fit gets empty records and no error, while
+v0-v2 return a partial message as Kafka 0.10 did. Consumers (replica_id < 0) read up
+to the high watermark; followers up to the log end. replica_id -2 (debug consumer)
+may read from a non-leader. The response waits up to max_wait_ms for min_bytes,
+woken by appends. Record bytes travel as slices of the segment files.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from broker.dispatch import RequestContext
+from broker.log import OffsetOutOfRange
+from protocol.errors import ErrorCode
+from protocol.fast import decode_fetch_request, encode_fetch_response
+
+API_KEY = 1
+API_NAME = "Fetch"
+VERSIONS = (0, 3)
+DEBUG_REPLICA_ID = -2
+
+
+def decode(buf: memoryview, version: int) -> dict[str, Any]:
+    return decode_fetch_request(buf, version)
+
+
+def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    broker = ctx.broker
+    rm = broker.replicas
+    version = ctx.api_version
+    replica_id = request["replica_id"]
+    consumer = replica_id < 0
+    limit = request.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF
+    min_one = version >= 3
+    total = 0
+    responses = []
+    for topic in request["topics"]:
+        name = topic["topic"]
+        parts = []
+        for fp in topic["partitions"]:
+            idx = fp["partition"]
+            out: dict[str, Any] = {"partition_index": idx, "error_code": 0, "high_watermark": -1, "records": b""}
+            parts.append(out)
+            part = rm.get(name, idx)
+            if part is None:
+                known = name in broker.metadata.topics and idx in broker.metadata.topics[name].assignment
+                out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if part.leader != broker.broker_id and replica_id != DEBUG_REPLICA_ID:
+                out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
+                continue
+            out["high_watermark"] = part.high_watermark
+            size = min(fp["partition_max_bytes"], limit)
+            if size < 0:
+                size = 0
+            try:
+                sl = rm.read(part, fp["fetch_offset"], size, consumer=consumer,
+                             min_one_message=min_one, allow_partial=version < 3)
+            except OffsetOutOfRange:
+                out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            if sl.length:
+                data = sl.read_bytes()
+                out["records"] = data
+                total += len(data)
+                if version >= 3:
+                    limit -= len(data)
+                    min_one = False
+        responses.append({"topic": name, "partitions": parts})
+    return responses, total
+
+
+async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
+    rm = ctx.broker.replicas
+    deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
+    min_bytes = request["min_bytes"]
+    while True:
+        responses, total = _read_all(ctx, request)
+        remaining = deadline - time.monotonic()
+        errors = any(p["error_code"] for t in responses for p in t["partitions"])
+        if total >= min_bytes or remaining <= 0 or errors:
+            return encode_fetch_response(ctx.api_version, 0, responses)
+        await rm.appended.wait(remaining)

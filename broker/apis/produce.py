@@ -1,0 +1,74 @@
+"""Produce (key 0), versions 0-2 (Kafka 0.10.1's table).
+
+Record sets arrive as magic 0/1 message sets, or as RecordBatch v2 from aiokafka's
+producer even inside Produce v2; protocol.records validates them, assigns offsets and
+stores magic 1. A bad CRC answers CORRUPT_MESSAGE and appends nothing for that
+partition. acks=0 gets no response; acks=-1 waits for the high watermark (the whole
+ISR) up to timeout_ms, then REQUEST_TIMED_OUT. NOT_ENOUGH_REPLICAS when the ISR is
+smaller than min.insync.replicas (topic config, else the broker's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from broker.dispatch import RequestContext
+from broker.metadata import topic_name_error
+from protocol.errors import ErrorCode
+from protocol.fast import decode_produce_request
+
+API_KEY = 0
+API_NAME = "Produce"
+VERSIONS = (0, 2)
+
+
+def decode(buf: memoryview, version: int) -> dict[str, Any]:
+    return decode_produce_request(buf, version)
+
+
+async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any] | None:
+    broker = ctx.broker
+    rm = broker.replicas
+    acks = request["acks"]
+    results: dict[str, list[dict[str, Any]]] = {}
+    waits: list[tuple[dict[str, Any], Any, int]] = []
+    for topic in request["topic_data"]:
+        name = topic["name"]
+        out = results.setdefault(name, [])
+        for pd in topic["partition_data"]:
+            idx = pd["index"]
+            entry: dict[str, Any] = {"index": idx, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1}
+            out.append(entry)
+            if acks not in (0, 1, -1):
+                entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
+                continue
+            part = rm.get(name, idx)
+            if part is None or part.leader != broker.broker_id:
+                if topic_name_error(name):
+                    entry["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+                elif name in broker.metadata.topics and idx in broker.metadata.topics[name].assignment:
+                    entry["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
+                else:
+                    entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            records = pd["records"]
+            if records is None or len(records) == 0:
+                entry["error_code"] = ErrorCode.CORRUPT_MESSAGE
+                continue
+            code, base, info = rm.append(part, records, acks)
+            entry["error_code"] = code
+            entry["base_offset"] = base
+            if code == ErrorCode.NONE and acks == -1 and info is not None:
+                waits.append((entry, part, info.last_offset + 1))
+    if waits:
+        timeout = max(request["timeout_ms"], 0) / 1000
+        done = await asyncio.gather(*(rm.wait_for_hw(part, target, timeout) for _, part, target in waits))
+        for (entry, part, _), ok in zip(waits, done, strict=True):
+            if not ok:
+                entry["error_code"] = (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                                       if len(part.isr) < part.min_insync_replicas else ErrorCode.REQUEST_TIMED_OUT)
+    if acks == 0:
+        return None
+    return {"responses": [{"name": n, "partition_responses": ps} for n, ps in results.items()],
+            "throttle_time_ms": 0}

@@ -1,0 +1,223 @@
+"""`server.properties` with Kafka's names and defaults.
+
+Unknown keys are logged and ignored; a malformed value stops start-up with a message that
+names the key (Kafka's KafkaConfig does the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from urllib.parse import urlsplit
+
+LONG_MAX = (1 << 63) - 1
+
+
+class ConfigError(ValueError):
+    def __init__(self, key: str, value: str, why: str) -> None:
+        super().__init__(f"invalid value {value!r} for configuration {key}: {why}")
+        self.key = key
+
+
+def _int(key: str, raw: str, minimum: int | None = None) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(key, raw, "not an integer") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(key, raw, f"must be >= {minimum}")
+    return value
+
+
+def _bool(key: str, raw: str) -> bool:
+    v = raw.strip().lower()
+    if v in ("true", "false"):
+        return v == "true"
+    raise ConfigError(key, raw, "expected true or false")
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(key: str, raw: str) -> list[Listener]:
+    out: list[Listener] = []
+    for item in (s.strip() for s in raw.split(",")):
+        if not item:
+            continue
+        if "://" not in item:
+            raise ConfigError(key, raw, "expected NAME://host:port")
+        name, rest = item.split("://", 1)
+        host, sep, port = rest.rpartition(":")
+        if not sep:
+            raise ConfigError(key, raw, "missing port")
+        host = host.strip("[]")
+        try:
+            port_i = int(port)
+        except ValueError:
+            raise ConfigError(key, raw, "port is not a number") from None
+        if not 0 <= port_i <= 65535:
+            raise ConfigError(key, raw, "port out of range")
+        out.append(Listener(name.upper(), host, port_i))
+    if not out:
+        raise ConfigError(key, raw, "no listener")
+    return out
+
+
+def parse_quota_overrides(key: str, raw: str) -> dict[str, int]:
+    """KIP-13's `clientA:4M,clientB:10M` form; K/M/G are powers of 1024."""
+    out: dict[str, int] = {}
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    for item in (s.strip() for s in raw.split(",")):
+        if not item:
+            continue
+        client, sep, rate = item.rpartition(":")
+        if not sep or not rate:
+            raise ConfigError(key, raw, "expected clientId:rate")
+        factor = mult.get(rate[-1].upper(), 1)
+        digits = rate[:-1] if rate[-1].upper() in mult else rate
+        out[client] = _int(key, digits, 0) * factor
+    return out
+
+
+@dataclass
+class BrokerConfig:
+    broker_id: int = -1
+    listeners: list[Listener] = field(default_factory=lambda: [Listener("PLAINTEXT", "127.0.0.1", 9092)])
+    advertised_listeners: list[Listener] | None = None
+    log_dirs: list[Path] = field(default_factory=lambda: [Path("/tmp/minibroker-logs")])
+    log_segment_bytes: int = 1 << 30
+    zookeeper_connect: str = "127.0.0.1:2181"
+    zookeeper_session_timeout_ms: int = 6000
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    auto_create_topics_enable: bool = True
+    unclean_leader_election_enable: bool = False
+    socket_request_max_bytes: int = 104857600
+    message_max_bytes: int = 1000012
+    replica_lag_time_max_ms: int = 10000
+    replica_fetch_max_bytes: int = 1048576
+    replica_fetch_response_max_bytes: int = 10485760
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_backoff_ms: int = 1000
+    num_replica_fetchers: int = 1
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
+    quota_producer_default: int = LONG_MAX
+    quota_consumer_default: int = LONG_MAX
+    quota_producer_override: dict[str, int] = field(default_factory=dict)
+    quota_consumer_override: dict[str, int] = field(default_factory=dict)
+    controller_quota_window_num: int = 11
+    controller_quota_window_size_seconds: int = 1
+    controlled_shutdown_enable: bool = True
+    metrics_listener: str | None = None
+    unknown_keys: list[str] = field(default_factory=list)
+
+    @property
+    def advertised(self) -> Listener:
+        return (self.advertised_listeners or self.listeners)[0]
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        if not self.metrics_listener:
+            return None
+        parts = urlsplit(self.metrics_listener)
+        return parts.hostname or "127.0.0.1", parts.port or 9404
+
+
+def _non_negative(key: str, raw: str) -> int:
+    return _int(key, raw, 0)
+
+
+def _positive(key: str, raw: str) -> int:
+    return _int(key, raw, 1)
+
+
+_PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
+    "broker.id": ("broker_id", _non_negative),
+    "listeners": ("listeners", parse_listeners),
+    "advertised.listeners": ("advertised_listeners", parse_listeners),
+    "log.dirs": ("log_dirs", lambda k, v: [Path(p.strip()) for p in v.split(",") if p.strip()]),
+    "log.dir": ("log_dirs", lambda k, v: [Path(v.strip())]),
+    "log.segment.bytes": ("log_segment_bytes", lambda k, v: _int(k, v, 14)),
+    "zookeeper.connect": ("zookeeper_connect", lambda k, v: v.strip()),
+    "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _positive),
+    "num.partitions": ("num_partitions", _positive),
+    "default.replication.factor": ("default_replication_factor", _positive),
+    "min.insync.replicas": ("min_insync_replicas", _positive),
+    "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
+    "socket.request.max.bytes": ("socket_request_max_bytes", _positive),
+    "message.max.bytes": ("message_max_bytes", _non_negative),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _positive),
+    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _non_negative),
+    "replica.fetch.response.max.bytes": ("replica_fetch_response_max_bytes", _non_negative),
+    "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _non_negative),
+    "replica.fetch.min.bytes": ("replica_fetch_min_bytes", _non_negative),
+    "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", _non_negative),
+    "num.replica.fetchers": ("num_replica_fetchers", _positive),
+    "replication.quota.window.num": ("replication_quota_window_num", _positive),
+    "replication.quota.window.size.seconds": ("replication_quota_window_size_seconds", _positive),
+    "quota.window.num": ("quota_window_num", _positive),
+    "quota.window.size.seconds": ("quota_window_size_seconds", _positive),
+    "quota.producer.default": ("quota_producer_default", _positive),
+    "quota.consumer.default": ("quota_consumer_default", _positive),
+    "quota.producer.override": ("quota_producer_override", parse_quota_overrides),
+    "quota.consumer.override": ("quota_consumer_override", parse_quota_overrides),
+    "controller.quota.window.num": ("controller_quota_window_num", _positive),
+    "controller.quota.window.size.seconds": ("controller_quota_window_size_seconds", _positive),
+    "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool),
+    "metrics.listener": ("metrics_listener", lambda k, v: v.strip() or None),
+}
+
+KNOWN_KEYS = frozenset(_PARSERS)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java-properties subset: `key=value` or `key: value`, `#`/`!` comments, no continuations."""
+    props: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        s = line.strip()
+        if not s or s[0] in "#!":
+            continue
+        for i, ch in enumerate(s):
+            if ch in "=:":
+                props[s[:i].strip()] = s[i + 1 :].strip()
+                break
+        else:
+            props[s] = ""
+    return props
+
+
+def build_config(props: dict[str, str], overrides: Iterable[str] = ()) -> BrokerConfig:
+    merged = dict(props)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(key, item, "an override must be key=value")
+        merged[key.strip()] = value.strip()
+    cfg = BrokerConfig()
+    names = {f.name for f in fields(cfg)}
+    for key, raw in merged.items():
+        spec = _PARSERS.get(key)
+        if spec is None:
+            cfg.unknown_keys.append(key)
+            continue
+        attr, parse = spec
+        assert attr in names
+        setattr(cfg, attr, parse(key, raw))
+    if "broker.id" not in merged:
+        raise ConfigError("broker.id", "", "required")
+    return cfg
+
+
+def load_config(path: Path, overrides: Iterable[str] = ()) -> BrokerConfig:
+    return build_config(read_properties(path), overrides)

@@ -1,0 +1,93 @@
+"""Request dispatch: header, version check, decode, handler, encode, in order.
+
+Each served API key has one module in `broker/apis/`; the module declares its key,
+its versions and its handler, and registering it is what puts it in the ApiVersions
+table (protocol.registry), so the table cannot drift from what is really served.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from protocol import registry
+from protocol.errors import ProtocolError
+from protocol.framing import frame
+from protocol.headers import decode_request_header, encode_response_header
+from protocol.schema import request_codec, response_codec
+
+if TYPE_CHECKING:
+    from broker.network import Connection
+    from broker.server import Broker
+
+log = structlog.get_logger()
+
+
+@dataclass
+class RequestContext:
+    broker: Broker
+    conn: Connection
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    received: float
+
+
+class Dispatcher:
+    def __init__(self, broker: Broker, modules: list[ModuleType]) -> None:
+        self.broker = broker
+        self.handlers: dict[int, ModuleType] = {}
+        self.names: dict[int, str] = {}
+        for mod in modules:
+            lo, hi = mod.VERSIONS
+            registry.serve(mod.API_KEY, lo, hi)
+            self.handlers[mod.API_KEY] = mod
+            self.names[mod.API_KEY] = mod.API_NAME
+        m = broker.metrics
+        self.requests_total = m.counter("requests_total", "Requests handled, by API")
+        self.latency = m.histogram("request_latency_seconds", "Time from receipt to response, by API")
+
+    async def handle(self, conn: Connection, frame_bytes: bytes) -> bool:
+        """Answer one request; False closes the connection."""
+        received = time.monotonic()
+        try:
+            header, body_at = decode_request_header(frame_bytes)
+        except ProtocolError as e:
+            log.warning("request.bad_header", peer=conn.peer, error=str(e))
+            return False
+        key, version = header.api_key, header.api_version
+        mod = self.handlers.get(key)
+        if mod is None:
+            log.warning("request.unknown_api_key", peer=conn.peer, api_key=key)
+            return False
+        if not registry.is_served(key, version):
+            if key == registry.API_VERSIONS_KEY:
+                body = registry.unsupported_api_versions_body()
+                conn.write(frame(encode_response_header(header.correlation_id, key, 0), body))
+                return True
+            log.warning("request.unsupported_version", peer=conn.peer, api_key=key, api_version=version)
+            return False
+        ctx = RequestContext(self.broker, conn, key, version, header.correlation_id,
+                             header.client_id or "", received)
+        try:
+            decode = getattr(mod, "decode", None)
+            body_view = memoryview(frame_bytes)[body_at:]
+            request: Any = decode(body_view, version) if decode else request_codec(key, version).decode(body_view)
+        except ProtocolError as e:
+            log.warning("request.malformed", peer=conn.peer, api=self.names[key], api_version=version, error=str(e))
+            return False
+        response = await mod.handle(ctx, request)
+        name = self.names[key]
+        self.requests_total.inc(api=name)
+        if response is None:  # acks=0 produce: Kafka sends nothing back
+            self.latency.observe(time.monotonic() - received, api=name)
+            return True
+        pieces = response if isinstance(response, list) else [response_codec(key, version).encode(response)]
+        conn.write(frame(encode_response_header(header.correlation_id, key, version), *pieces))
+        self.latency.observe(time.monotonic() - received, api=name)
+        return True
