@@ -1,0 +1,92 @@
+"""The `minibroker` command: serve, cluster, topics (design.md's external interface)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from broker.config import ConfigError, load_config
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from broker import logs
+    try:
+        config = load_config(Path(args.config), args.override or [])
+    except (ConfigError, OSError) as e:
+        print(f"minibroker: {e}", file=sys.stderr)
+        return 2
+    log = logs.configure(config.broker_id, args.log_format, args.log_level)
+    for key in config.unknown_keys:
+        log.warning("config.unknown_key", key=key)
+    from broker.server import Broker, StartupError
+
+    async def run() -> int:
+        broker = Broker(config)
+        try:
+            await broker.run_until_signal()
+        except StartupError as e:
+            log.error("broker.startup_refused", reason=str(e))
+            await broker.zk.close()
+            return 1
+        return 0
+
+    try:
+        import uvloop
+        return uvloop.run(run())
+    except ImportError:
+        return asyncio.run(run())
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    from broker import local_cluster
+    d = Path(args.dir)
+    if args.action == "up":
+        return local_cluster.up(d, args.brokers, args.zookeeper, args.base_port)
+    if args.action == "status":
+        return local_cluster.status(d)
+    return local_cluster.down(d)
+
+
+def _topics(args: argparse.Namespace) -> int:
+    from broker import topics_tool
+    return asyncio.run(topics_tool.run(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minibroker", description="A Kafka-compatible broker.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run one broker in the foreground")
+    serve.add_argument("config", help="server.properties")
+    serve.add_argument("--override", action="append", metavar="KEY=VALUE", help="override a property")
+    serve.add_argument("--log-format", choices=["console", "json"], default="console")
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(func=_serve)
+
+    cluster = sub.add_parser("cluster", help="a local ZooKeeper plus N brokers in the background")
+    cluster.add_argument("action", choices=["up", "status", "down"])
+    cluster.add_argument("--brokers", type=int, default=3)
+    cluster.add_argument("--dir", default=".minibroker")
+    cluster.add_argument("--zookeeper", default=None, help="use this ZooKeeper instead of starting one")
+    cluster.add_argument("--base-port", type=int, default=9092)
+    cluster.set_defaults(func=_cluster)
+
+    topics = sub.add_parser("topics", help="create, alter, delete, describe and list topics")
+    topics.add_argument("--bootstrap-server", required=True)
+    action = topics.add_mutually_exclusive_group(required=True)
+    for name in ("create", "alter", "delete", "describe", "list"):
+        action.add_argument(f"--{name}", action="store_true")
+    topics.add_argument("--topic")
+    topics.add_argument("--partitions", type=int)
+    topics.add_argument("--replication-factor", type=int)
+    topics.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    topics.add_argument("--timeout", type=float, default=30.0)
+    topics.set_defaults(func=_topics)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
