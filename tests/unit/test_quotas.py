@@ -1,0 +1,80 @@
+"""Kafka's own figures for its rates and token bucket, on simulated time."""
+
+from __future__ import annotations
+
+import pytest
+
+from quotas.rate import Rate, SimpleRate, exceeds
+from quotas.token_bucket import TokenBucket
+
+
+def test_replication_quota_manager_table() -> None:
+    # ReplicationQuotaManagerTest: 10 samples of 1 s, quota 100 B/s.
+    rate = SimpleRate(10, 1)
+    now = 0.0
+    assert not exceeds(rate.measure(now), 100)  # the first measurement opens the first sample
+    now = 1500.0
+    rate.record(1, now)
+    assert not exceeds(rate.measure(now), 100)
+    rate.record(149, now)
+    assert rate.measure(now) == pytest.approx(100)
+    assert not exceeds(rate.measure(now), 100)
+    rate.record(1, now)
+    assert rate.measure(now) == pytest.approx(151 / 1.5)
+    assert exceeds(rate.measure(now), 100)
+    now = 2000.0
+    assert rate.measure(now) == pytest.approx(75.5, abs=0.1)
+    assert not exceeds(rate.measure(now), 100)
+
+
+def test_simple_rate_decays_and_forgets() -> None:
+    rate = SimpleRate(11, 1)
+    for t in range(0, 5000, 100):
+        rate.record(1000, t)
+    assert rate.measure(5000) == pytest.approx(50_000 / 5.0)
+    # Nothing recorded: the window keeps growing, the rate falls, and after
+    # samples * window every sample is obsolete.
+    assert rate.measure(10_000) < rate.measure(6000)
+    assert rate.measure(30_000) == 0
+
+
+def test_client_quota_anchor() -> None:
+    # ClientQuotaManagerTest: quota 500 B/s, 400 B/s for 10 s, then 2300 bytes at 10.5 s.
+    rate = Rate(11, 1)
+    for second in range(10):
+        rate.record(400, second * 1000)
+    now = 10_500
+    rate.record(2300, now)
+    observed = rate.measure(now)
+    assert observed == pytest.approx(600)
+    throttle = round((observed - 500) / 500 * rate.window_ms(now))
+    assert throttle == 2100
+
+
+def test_rate_pads_young_windows() -> None:
+    rate = Rate(11, 1)
+    rate.record(5000, 0)
+    # One sample, 0 ms old: padded to 10 whole windows, not a 5000 B/s spike.
+    assert rate.window_ms(0) == 10_000
+    assert rate.measure(0) == pytest.approx(500)
+
+
+def test_token_bucket_sequence() -> None:
+    # TokenBucketTest: quota 5/s, 2 s windows, 10 samples -> burst 100.
+    bucket = TokenBucket(5, 10, 2)
+    assert bucket.measure(0) == 100
+    bucket.record(60, 0)
+    assert bucket.measure(0) == 40
+    bucket.record(5, 2000)
+    assert bucket.measure(2000) == 45
+    bucket.record(60, 4000)
+    assert bucket.measure(4000) == -5
+    assert bucket.throttle_ms(4000) == 1000
+    assert bucket.measure(5000) == 0
+    assert bucket.throttle_ms(5000) == 0
+
+
+def test_token_bucket_never_exceeds_burst() -> None:
+    bucket = TokenBucket(5, 11, 1)
+    bucket.record(10, 0)
+    assert bucket.measure(1_000_000) == bucket.burst == 55
