@@ -1,0 +1,157 @@
+"""Dynamic config entities (`/config/<type>/<name>`): which keys each serves and how values parse.
+
+Shared by the broker's dynamic config manager and by `minibroker configs`, so a value the
+tool accepts is exactly a value the broker applies, and a bad value is refused by both
+with a message that names the key.
+"""
+
+from __future__ import annotations
+
+import re
+
+BROKERS, TOPICS, CLIENTS = "brokers", "topics", "clients"
+ENTITY_TYPES = (BROKERS, TOPICS, CLIENTS)
+DEFAULT_ENTITY = "<default>"
+
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+
+_REPLICA_ENTRY = re.compile(r"^([0-9]+:[0-9]+)?$")
+
+
+class InvalidConfig(ValueError):
+    def __init__(self, key: str, value: str, why: str) -> None:
+        super().__init__(f"Invalid value {value!r} for configuration {key}: {why}")
+        self.key = key
+
+
+def _long(key: str, value: str, minimum: int = 0) -> int:
+    try:
+        v = int(value.strip())
+    except ValueError:
+        raise InvalidConfig(key, value, "not a whole number") from None
+    if v < minimum:
+        raise InvalidConfig(key, value, f"must be at least {minimum}")
+    return v
+
+
+def _double(key: str, value: str) -> float:
+    try:
+        v = float(value.strip())
+    except ValueError:
+        raise InvalidConfig(key, value, "not a number") from None
+    if v != v or v < 0 or v == float("inf"):
+        raise InvalidConfig(key, value, "must be a finite number >= 0")
+    return v
+
+
+def _replica_list(key: str, value: str) -> str:
+    v = value.strip()
+    if v == "*" or v == "":
+        return v
+    for entry in v.split(","):
+        if not _REPLICA_ENTRY.match(entry.strip()):
+            raise InvalidConfig(key, value, "expected * or a list of partitionId:brokerId")
+    return v
+
+
+def _topic_int(minimum: int):  # noqa: ANN202
+    def check(key: str, value: str) -> int:
+        return _long(key, value, minimum)
+    return check
+
+
+TOPIC_KEYS = {
+    LEADER_REPLICAS: _replica_list,
+    FOLLOWER_REPLICAS: _replica_list,
+    "min.insync.replicas": _topic_int(1),
+    "segment.bytes": _topic_int(14),
+    "retention.ms": _topic_int(-1),
+    "retention.bytes": _topic_int(-1),
+    "max.message.bytes": _topic_int(0),
+}
+BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long}
+CLIENT_KEYS = {PRODUCER_BYTE_RATE: lambda k, v: _long(k, v, 1), CONSUMER_BYTE_RATE: lambda k, v: _long(k, v, 1),
+               CONTROLLER_MUTATION_RATE: _double}
+KEYS = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS}
+
+
+def validate(entity_type: str, config: dict[str, str]) -> dict[str, object]:
+    """Parse every key; raise InvalidConfig naming the first bad key or value."""
+    known = KEYS[entity_type]
+    out: dict[str, object] = {}
+    for key, value in config.items():
+        check = known.get(key)
+        if check is None:
+            raise InvalidConfig(key, value, f"unknown {entity_type} config")
+        out[key] = check(key, value)
+    return out
+
+
+def throttled_partitions(value: str | None, broker_id: int) -> set[int] | None:
+    """Kafka's ConfigHandler parse: None = nothing throttled, an empty set never occurs for '*'.
+
+    Returns the set of partition ids throttled on `broker_id`, or `ALL` for '*'.
+    """
+    if value is None:
+        return None
+    v = value.strip()
+    if v == "":
+        return None
+    if v == "*":
+        return ALL
+    parts: set[int] = set()
+    for entry in v.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        p, _, b = entry.partition(":")
+        if int(b) == broker_id:
+            parts.add(int(p))
+    return parts
+
+
+class _All(frozenset):  # type: ignore[type-arg]
+    def __contains__(self, item: object) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "ALL"
+
+
+ALL: set[int] = _All()  # type: ignore[assignment]
+
+
+def split_config_list(spec: str) -> dict[str, str]:
+    """`k=v,k2=[a,b]`: commas inside square brackets belong to the value; brackets are removed."""
+    out: dict[str, str] = {}
+    depth = 0
+    item = ""
+    items: list[str] = []
+    for ch in spec:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        if ch == "," and depth == 0:
+            items.append(item)
+            item = ""
+        else:
+            item += ch
+    items.append(item)
+    for raw in items:
+        if not raw.strip():
+            continue
+        key, sep, value = raw.partition("=")
+        if not sep or not key.strip():
+            raise InvalidConfig(raw.strip(), "", "expected key=value")
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import pytest
+
+from broker.config_entities import (
+    ALL,
+    InvalidConfig,
+    split_config_list,
+    throttled_partitions,
+    validate,
+)
+
+
+def test_split_protects_bracketed_commas() -> None:
+    spec = "leader.replication.throttled.replicas=[0:101,0:102],follower.replication.throttled.replicas=0:103"
+    assert split_config_list(spec) == {
+        "leader.replication.throttled.replicas": "0:101,0:102",
+        "follower.replication.throttled.replicas": "0:103",
+    }
+    with pytest.raises(InvalidConfig):
+        split_config_list("novalue")
+
+
+def test_throttled_partitions_filter_on_this_broker() -> None:
+    assert throttled_partitions("0:101,1:102,2:101", 101) == {0, 2}
+    assert throttled_partitions(" * ", 7) is ALL and 12345 in ALL
+    assert throttled_partitions("", 1) is None
+    assert throttled_partitions(None, 1) is None
+
+
+@pytest.mark.parametrize(("etype", "cfg"), [
+    ("brokers", {"leader.replication.throttled.rate": "-1"}),
+    ("brokers", {"leader.replication.throttled.rate": "fast"}),
+    ("brokers", {"no.such.key": "1"}),
+    ("topics", {"leader.replication.throttled.replicas": "0-101"}),
+    ("topics", {"follower.replication.throttled.replicas": "*,0:1"}),
+    ("clients", {"producer_byte_rate": "0"}),
+    ("clients", {"controller_mutation_rate": "nan"}),
+])
+def test_invalid_values_name_the_key(etype: str, cfg: dict[str, str]) -> None:
+    with pytest.raises(InvalidConfig) as e:
+        validate(etype, cfg)
+    assert e.value.key == next(iter(cfg))
+
+
+def test_valid_values_parse() -> None:
+    assert validate("brokers", {"leader.replication.throttled.rate": "5000000"}) == {
+        "leader.replication.throttled.rate": 5_000_000}
+    assert validate("clients", {"controller_mutation_rate": "5"}) == {"controller_mutation_rate": 5.0}
+    assert validate("topics", {"leader.replication.throttled.replicas": "0:1,1:2"})
