@@ -1,8 +1,8 @@
 """Topic creation, deletion and partition growth, written to ZooKeeper in Kafka's layout.
 
-Validation answers each topic with Kafka's own error code, so one bad topic never
-fails the others in the same request. Until the controller exists (the cluster issue)
-the broker that takes the request also writes the initial partition states.
+The broker that takes an admin request writes the assignment (or the deletion marker)
+and the controller does the rest, as in Kafka. Validation answers each topic with
+Kafka's own error code, so one bad topic never fails the others in the same request.
 """
 
 from __future__ import annotations
@@ -13,19 +13,13 @@ from dataclasses import dataclass
 import structlog
 
 from broker import zk_layout as L
-from broker.metadata import Metadata, topic_name_error
-from broker.zk import NodeExistsError, NoNodeError, ZkClient
+from broker.config_entities import TOPIC_KEYS, InvalidConfig, validate
+from broker.metadata import MetadataCache, topic_name_error
+from broker.signal import Signal
+from broker.zk import NodeExistsError, ZkClient
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger()
-
-# Topic-level configs this broker understands; others are refused with INVALID_CONFIG.
-TOPIC_CONFIGS = {
-    "min.insync.replicas", "segment.bytes", "retention.ms", "retention.bytes", "cleanup.policy",
-    "message.format.version", "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas", "unclean.leader.election.enable", "max.message.bytes",
-    "compression.type",
-}
 
 
 class AdminError(Exception):
@@ -71,21 +65,30 @@ class TopicSpec:
 
 
 class Admin:
-    def __init__(self, zk: ZkClient, metadata: Metadata, default_partitions: int, default_rf: int) -> None:
+    def __init__(self, zk: ZkClient, metadata: MetadataCache, default_partitions: int, default_rf: int,
+                 metadata_updated: Signal) -> None:
         self.zk = zk
         self.metadata = metadata
         self.default_partitions = default_partitions
         self.default_rf = default_rf
+        self.metadata_updated = metadata_updated
 
-    def validate_new_topic(self, spec: TopicSpec) -> dict[int, list[int]]:
+    async def _topic_exists(self, name: str) -> bool:
+        return name in self.metadata.topics or await self.zk.exists(L.topic_path(name))
+
+    async def validate_new_topic(self, spec: TopicSpec) -> dict[int, list[int]]:
         err = topic_name_error(spec.name)
         if err:
             raise AdminError(ErrorCode.INVALID_TOPIC_EXCEPTION, err)
-        if spec.name in self.metadata.topics:
+        if await self._topic_exists(spec.name):
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
-        for key in spec.configs:
-            if key not in TOPIC_CONFIGS:
-                raise AdminError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+        try:
+            for key, value in spec.configs.items():
+                if key not in TOPIC_KEYS:
+                    raise InvalidConfig(key, value, "unknown topic config")
+            validate("topics", spec.configs)
+        except InvalidConfig as e:
+            raise AdminError(ErrorCode.INVALID_CONFIG, str(e)) from None
         brokers = sorted(self.metadata.brokers)
         if spec.assignment:
             if spec.num_partitions not in (-1, 0) or spec.replication_factor not in (-1, 0):
@@ -108,15 +111,10 @@ class Admin:
             raise AdminError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
         if not brokers:
             raise AdminError(ErrorCode.BROKER_NOT_AVAILABLE, "No live brokers.")
-        if rf > 1:
-            # Followers do not fetch yet (the cluster issue); accepting rf > 1 now would
-            # promise copies that do not exist.
-            raise AdminError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             "Replication factor above 1 needs replica fetchers, which this build lacks.")
         return assign_replicas(brokers, partitions, rf)
 
-    async def create_topic(self, spec: TopicSpec) -> None:
-        assignment = self.validate_new_topic(spec)
+    async def create_topic(self, spec: TopicSpec) -> dict[int, list[int]]:
+        assignment = await self.validate_new_topic(spec)
         if spec.configs:
             path, body = f"/config/topics/{spec.name}", L.encode_entity_config(spec.configs)
             try:
@@ -127,58 +125,48 @@ class Admin:
             await self.zk.create(L.topic_path(spec.name), L.encode_assignment(assignment), make_parents=True)
         except NodeExistsError:
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.") from None
-        await self._write_initial_states(spec.name, assignment)
         log.info("topic.created", topic=spec.name, partitions=len(assignment))
+        return assignment
 
-    async def _write_initial_states(self, topic: str, assignment: dict[int, list[int]]) -> None:
-        live = set(self.metadata.brokers)
-        for p, replicas in sorted(assignment.items()):
-            alive = [b for b in replicas if b in live]
-            leader = alive[0] if alive else -1
-            state = L.PartitionState(leader=leader, leader_epoch=0, controller_epoch=1, isr=alive)
-            path = L.partition_state_path(topic, p)
-            try:
-                await self.zk.create(path, state.encode(), make_parents=True)
-            except NodeExistsError:
-                await self.zk.set(path, state.encode())
+    def has_leaders(self, name: str, partitions: int) -> bool:
+        parts = self.metadata.topics.get(name, {})
+        return len(parts) >= partitions and all(p.leader >= 0 for p in parts.values())
 
     async def delete_topic(self, name: str) -> None:
-        if name not in self.metadata.topics:
+        if not await self._topic_exists(name):
             raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         try:
             await self.zk.create(f"{L.DELETE_TOPICS}/{name}", b"", make_parents=True)
         except NodeExistsError:
             pass
-        await self.zk.delete_recursive(L.topic_path(name))
-        try:
-            await self.zk.delete(f"/config/topics/{name}")
-        except NoNodeError:
-            pass
-        await self.zk.delete(f"{L.DELETE_TOPICS}/{name}")
-        log.info("topic.deleted", topic=name)
+        log.info("topic.deletion_requested", topic=name)
 
-    def validate_partition_growth(self, name: str, count: int,
-                                  assignments: list[list[int]] | None) -> dict[int, list[int]]:
-        meta = self.metadata.topics.get(name)
-        if meta is None:
-            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        current = len(meta.assignment)
+    async def validate_partition_growth(self, name: str, count: int,
+                                        assignments: list[list[int]] | None) -> dict[int, list[int]]:
+        try:
+            data, _ = await self.zk.get(L.topic_path(name))
+            current_assignment = L.decode_assignment(data)
+        except Exception:
+            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.") from None
+        current = len(current_assignment)
         if count <= current:
             raise AdminError(ErrorCode.INVALID_PARTITIONS,
                              f"Topic currently has {current} partitions, {count} would not be an increase.")
-        rf = len(meta.assignment[0]) if meta.assignment else 1
+        rf = len(current_assignment[0]) if current_assignment else 1
         if assignments:
             if len(assignments) != count - current:
                 raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Increasing the number of partitions by {count - current} but "
                                  f"{len(assignments)} assignments provided.")
+            for a in assignments:
+                if len(set(a)) != len(a) or any(b not in self.metadata.brokers for b in a):
+                    raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid replica assignment {a}.")
             return {current + i: list(a) for i, a in enumerate(assignments)}
         return assign_replicas(sorted(self.metadata.brokers), count - current, rf, start_partition=current)
 
     async def add_partitions(self, name: str, additions: dict[int, list[int]]) -> None:
-        meta = self.metadata.topics[name]
-        full = dict(meta.assignment)
+        data, version = await self.zk.get(L.topic_path(name))
+        full = L.decode_assignment(data)
         full.update(additions)
-        await self.zk.set(L.topic_path(name), L.encode_assignment(full))
-        await self._write_initial_states(name, additions)
+        await self.zk.set(L.topic_path(name), L.encode_assignment(full), version=version)
         log.info("topic.partitions_added", topic=name, partitions=len(full))

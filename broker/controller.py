@@ -1,40 +1,98 @@
-"""Controller election through the ephemeral `/controller` znode, with `/controller_epoch`.
+"""The controller (Kafka 0.10.1's ZooKeeper design): one broker, elected through `/controller`.
 
-This is the election only; the controller's duties (leader election, LeaderAndIsr,
-UpdateMetadata, StopReplica, topic deletion) arrive with the cluster issue.
+It decides partition leaders and ISRs and tells brokers on the wire with Kafka's
+inter-broker APIs: LeaderAndIsr v0 (roles), UpdateMetadata v2 (everyone's metadata
+cache) and StopReplica v0 (stop or delete a replica). Its inputs are ZooKeeper watches
+on `/brokers/ids`, `/brokers/topics`, `/admin/delete_topics` and
+`/isr_change_notification`, plus ControlledShutdown requests. Events are processed one
+at a time, in order, as Kafka's controller event thread does.
+
+Decisions follow Kafka: leader = the first live replica (in assignment order) that is in
+the ISR; with `unclean.leader.election.enable=false` a partition whose ISR has no live
+replica goes offline (its state znode is left alone) until one returns. State znodes are
+written with a conditional set on their zkVersion, so a leader's concurrent ISR change
+is never overwritten blindly.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
 from broker import zk_layout as L
-from broker.zk import NodeExistsError, NoNodeError, ZkClient
+from broker.controller_channel import ControllerChannel
+from broker.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 
 log = structlog.get_logger()
 
+LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
+LEADER_DURING_DELETE = -2
+
+TP = tuple[str, int]
+
 
 class Controller:
-    def __init__(self, zk: ZkClient, broker_id: int) -> None:
+    def __init__(self, zk: ZkClient, broker_id: int, unclean_leader_election: bool = False) -> None:
         self.zk = zk
         self.broker_id = broker_id
+        self.unclean = unclean_leader_election
         self.epoch = 0
         self.active = False
+        self.live: dict[int, L.BrokerInfo] = {}
+        self.assignment: dict[str, dict[int, list[int]]] = {}
+        self.states: dict[TP, tuple[L.PartitionState, int]] = {}
+        self.shutting_down: set[int] = set()
+        self.channel: ControllerChannel | None = None
+        self._events: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+        self._watches_armed = False
+        self._topic_watches: set[str] = set()
+
+    # ---- election --------------------------------------------------------------------
 
     async def start(self) -> None:
+        self._worker = asyncio.create_task(self._process())
         await self.zk.watch_data(L.CONTROLLER, self._controller_changed)
+
+    async def stop(self) -> None:
+        self.active = False
+        if self._worker is not None:
+            self._worker.cancel()
+            try:
+                await self._worker
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self.channel is not None:
+            await self.channel.close()
+
+    def _enqueue(self, fn: Callable[[], Awaitable[None]]) -> None:
+        self._events.put_nowait(fn)
+
+    async def _process(self) -> None:
+        while True:
+            fn = await self._events.get()
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("controller.event_failed")
 
     async def _controller_changed(self, data: bytes | None) -> None:
         if data is not None:
             try:
-                self.active = int(L.loads(data)["brokerid"]) == self.broker_id
+                holder = int(L.loads(data)["brokerid"])
             except (ValueError, KeyError, TypeError):
                 log.warning("controller.bad_znode")
+                return
+            if holder != self.broker_id and self.active:
+                self._enqueue(self._resign)
             return
-        self.active = False
-        await self._elect()
+        self._enqueue(self._elect)
 
     async def _elect(self) -> None:
         body = L.dumps({"version": 1, "brokerid": self.broker_id, "timestamp": str(int(time.time() * 1000))})
@@ -45,6 +103,27 @@ class Controller:
         self.epoch = await self._bump_epoch()
         self.active = True
         log.info("controller.elected", controller_epoch=self.epoch)
+        self.channel = ControllerChannel(self.broker_id)
+        if not self._watches_armed:
+            self._watches_armed = True
+            await self.zk.watch_children(L.BROKER_IDS, self._on(self._brokers_changed))
+            await self.zk.watch_children(L.BROKER_TOPICS, self._on(self._topics_changed))
+            await self.zk.watch_children(L.DELETE_TOPICS, self._on(self._delete_requested))
+            await self.zk.watch_children(L.ISR_CHANGE, self._on(self._isr_changed))
+        await self._failover()
+
+    async def _resign(self) -> None:
+        log.info("controller.resigned")
+        self.active = False
+        if self.channel is not None:
+            await self.channel.close()
+            self.channel = None
+
+    def _on(self, handler: Callable[[list[str]], Awaitable[None]]) -> Callable[[list[str]], Awaitable[None]]:
+        async def cb(children: list[str]) -> None:
+            if self.active:
+                self._enqueue(lambda: handler(children) if self.active else _noop())
+        return cb
 
     async def _bump_epoch(self) -> int:
         while True:
@@ -56,9 +135,348 @@ class Controller:
                     return 1
                 except NodeExistsError:
                     continue
-            epoch = int(data.decode() or 0) + 1
+            epoch = int((data or b"0").decode() or 0) + 1
             try:
                 await self.zk.set(L.CONTROLLER_EPOCH, str(epoch).encode(), version=version)
                 return epoch
-            except Exception as e:  # lost a race with another candidate's write; read again
-                log.info("controller.epoch_retry", error=type(e).__name__)
+            except BadVersionError:
+                continue
+
+    # ---- loading ---------------------------------------------------------------------
+
+    async def _read_brokers(self) -> dict[int, L.BrokerInfo]:
+        out: dict[int, L.BrokerInfo] = {}
+        for child in await self.zk.get_children(L.BROKER_IDS):
+            try:
+                bid = int(child)
+                data, _ = await self.zk.get(L.broker_path(bid))
+                out[bid] = L.BrokerInfo.decode(bid, data)
+            except Exception as e:
+                log.warning("controller.bad_broker_znode", znode=child, error=type(e).__name__)
+        return out
+
+    async def _read_topic(self, topic: str) -> None:
+        try:
+            data, _ = await self.zk.get(L.topic_path(topic))
+            self.assignment[topic] = L.decode_assignment(data)
+        except NoNodeError:
+            self.assignment.pop(topic, None)
+            return
+        except Exception:
+            log.warning("controller.bad_topic_znode", topic=topic)
+            return
+        for p in self.assignment[topic]:
+            await self._read_state(topic, p)
+        if topic not in self._topic_watches:
+            self._topic_watches.add(topic)
+            await self.zk.watch_data(L.topic_path(topic), self._assignment_changed_cb(topic))
+
+    async def _read_state(self, topic: str, p: int) -> None:
+        try:
+            data, version = await self.zk.get(L.partition_state_path(topic, p))
+            self.states[(topic, p)] = (L.PartitionState.decode(data), version)
+        except NoNodeError:
+            self.states.pop((topic, p), None)
+        except Exception:
+            log.warning("controller.bad_partition_state", topic=topic, partition=p)
+            self.states.pop((topic, p), None)
+
+    async def _failover(self) -> None:
+        self.live = await self._read_brokers()
+        assert self.channel is not None
+        self.channel.set_brokers(self.live)
+        self.assignment.clear()
+        self.states.clear()
+        for topic in await self.zk.get_children(L.BROKER_TOPICS):
+            await self._read_topic(topic)
+        await self._bring_online(self._all_partitions())
+        self._send_update_metadata(list(self.live), self._all_partitions())
+        for bid in self.live:
+            self._send_leader_and_isr(bid, self._partitions_on(bid))
+        await self._delete_requested(await self.zk.get_children(L.DELETE_TOPICS))
+        await self._isr_changed(await self.zk.get_children(L.ISR_CHANGE))
+
+    def _all_partitions(self) -> list[TP]:
+        return [(t, p) for t, parts in self.assignment.items() for p in parts]
+
+    def _partitions_on(self, broker_id: int) -> list[TP]:
+        return [tp for tp in self._all_partitions() if broker_id in self.assignment[tp[0]][tp[1]]]
+
+    # ---- leader election -------------------------------------------------------------
+
+    async def _bring_online(self, partitions: list[TP]) -> list[TP]:
+        """New partitions get a first state; partitions whose leader is gone get a new one."""
+        changed = []
+        for tp in partitions:
+            replicas = self.assignment[tp[0]][tp[1]]
+            cur = self.states.get(tp)
+            if cur is None:
+                alive = [r for r in replicas if r in self.live]
+                if not alive:
+                    continue
+                state = L.PartitionState(alive[0], 0, self.epoch, alive)
+                try:
+                    await self.zk.create(L.partition_state_path(*tp), state.encode(), make_parents=True)
+                    self.states[tp] = (state, 0)
+                except NodeExistsError:
+                    await self._read_state(*tp)
+                    if tp in self.states and self.states[tp][0].leader in self.live:
+                        changed.append(tp)
+                        continue
+                    if await self._elect_leader(tp):
+                        changed.append(tp)
+                    continue
+                changed.append(tp)
+            elif cur[0].leader not in self.live or cur[0].leader in self.shutting_down:
+                if await self._elect_leader(tp):
+                    changed.append(tp)
+        return changed
+
+    async def _elect_leader(self, tp: TP, excluding: int | None = None) -> bool:
+        for _ in range(3):
+            cur = self.states.get(tp)
+            if cur is None:
+                return False
+            state, version = cur
+            replicas = self.assignment[tp[0]][tp[1]]
+            live_isr = [r for r in state.isr if r in self.live and r != excluding]
+            candidates = [r for r in replicas if r in live_isr and r not in self.shutting_down]
+            if candidates:
+                leader, isr = candidates[0], live_isr
+            elif self.unclean:
+                alive = [r for r in replicas if r in self.live and r != excluding and r not in self.shutting_down]
+                if not alive:
+                    log.warning("controller.partition_offline", topic=tp[0], partition=tp[1])
+                    return False
+                leader, isr = alive[0], [alive[0]]
+                log.warning("controller.unclean_election", topic=tp[0], partition=tp[1], leader=leader)
+            else:
+                log.warning("controller.partition_offline", topic=tp[0], partition=tp[1], isr=state.isr)
+                return False
+            new = L.PartitionState(leader, state.leader_epoch + 1, self.epoch, isr)
+            try:
+                new_version = await self.zk.set(L.partition_state_path(*tp), new.encode(), version=version)
+            except BadVersionError:
+                await self._read_state(*tp)
+                continue
+            self.states[tp] = (new, new_version)
+            log.info("controller.leader_elected", topic=tp[0], partition=tp[1], leader=leader,
+                     leader_epoch=new.leader_epoch, isr=isr)
+            return True
+        return False
+
+    async def _remove_from_isr(self, tp: TP, broker_id: int) -> bool:
+        for _ in range(3):
+            cur = self.states.get(tp)
+            if cur is None or broker_id not in cur[0].isr or cur[0].leader == broker_id:
+                return False
+            state, version = cur
+            new = L.PartitionState(state.leader, state.leader_epoch + 1, self.epoch,
+                                   [r for r in state.isr if r != broker_id])
+            try:
+                self.states[tp] = (new, await self.zk.set(L.partition_state_path(*tp), new.encode(), version=version))
+                return True
+            except BadVersionError:
+                await self._read_state(*tp)
+        return False
+
+    # ---- events ----------------------------------------------------------------------
+
+    async def _brokers_changed(self, children: list[str]) -> None:
+        fresh = await self._read_brokers()
+        dead = [b for b in self.live if b not in fresh]
+        new = [b for b in fresh if b not in self.live]
+        self.live = fresh
+        assert self.channel is not None
+        self.channel.set_brokers(self.live)
+        self.shutting_down -= set(dead)
+        if dead:
+            log.info("controller.brokers_failed", brokers=dead)
+            changed = await self._bring_online(self._all_partitions())
+            for tp in self._all_partitions():
+                for b in dead:
+                    if await self._remove_from_isr(tp, b) and tp not in changed:
+                        changed.append(tp)
+            self._propagate(changed)
+        if new:
+            log.info("controller.brokers_started", brokers=new)
+            changed = await self._bring_online(self._all_partitions())
+            self._send_update_metadata(list(self.live), self._all_partitions())
+            for b in new:
+                self._send_leader_and_isr(b, self._partitions_on(b))
+            self._propagate(changed, update_metadata=False)
+
+    def _propagate(self, changed: list[TP], update_metadata: bool = True) -> None:
+        if not changed:
+            return
+        by_broker: dict[int, list[TP]] = {}
+        for tp in changed:
+            for r in self.assignment[tp[0]][tp[1]]:
+                if r in self.live:
+                    by_broker.setdefault(r, []).append(tp)
+        for b, tps in by_broker.items():
+            self._send_leader_and_isr(b, tps)
+        if update_metadata:
+            self._send_update_metadata(list(self.live), changed)
+
+    async def _topics_changed(self, children: list[str]) -> None:
+        current = set(children)
+        new_topics = [t for t in children if t not in self.assignment]
+        for gone in [t for t in self.assignment if t not in current]:
+            self._forget_topic(gone)
+        changed: list[TP] = []
+        for t in new_topics:
+            await self._read_topic(t)
+            if t in self.assignment:
+                log.info("controller.topic_created", topic=t, partitions=len(self.assignment[t]))
+                changed += await self._bring_online([(t, p) for p in self.assignment[t]])
+        self._propagate(changed)
+
+    def _assignment_changed_cb(self, topic: str) -> Callable[[bytes | None], Awaitable[None]]:
+        async def cb(data: bytes | None) -> None:
+            if not self.active or data is None:
+                return
+
+            async def handle() -> None:
+                if topic not in self.assignment:
+                    return
+                try:
+                    fresh = L.decode_assignment(data)
+                except Exception:
+                    log.warning("controller.bad_topic_znode", topic=topic)
+                    return
+                added = [p for p in fresh if p not in self.assignment[topic]]
+                if not added:
+                    return
+                self.assignment[topic] = fresh
+                for p in added:
+                    await self._read_state(topic, p)
+                log.info("controller.partitions_added", topic=topic, partitions=added)
+                self._propagate(await self._bring_online([(topic, p) for p in added]))
+            self._enqueue(handle)
+        return cb
+
+    def _forget_topic(self, topic: str) -> None:
+        for p in self.assignment.pop(topic, {}):
+            self.states.pop((topic, p), None)
+
+    async def _delete_requested(self, children: list[str]) -> None:
+        for topic in children:
+            if topic in self.assignment:
+                tps = [(topic, p) for p in self.assignment[topic]]
+                replicas = {r for p in self.assignment[topic].values() for r in p}
+                for b in replicas:
+                    self._send_stop_replica(b, [tp for tp in tps if b in self.assignment[topic][tp[1]]], delete=True)
+                self._send_update_metadata(list(self.live), tps, deleting=True)
+                try:
+                    await self.zk.delete_recursive(L.topic_path(topic))
+                except NoNodeError:
+                    pass
+                try:
+                    await self.zk.delete(f"/config/topics/{topic}")
+                except NoNodeError:
+                    pass
+                self._forget_topic(topic)
+                log.info("controller.topic_deleted", topic=topic)
+            try:
+                await self.zk.delete(f"{L.DELETE_TOPICS}/{topic}")
+            except NoNodeError:
+                pass
+
+    async def _isr_changed(self, children: list[str]) -> None:
+        touched: list[TP] = []
+        for child in sorted(children):
+            path = f"{L.ISR_CHANGE}/{child}"
+            try:
+                data, _ = await self.zk.get(path)
+                for item in L.loads(data).get("partitions", []):
+                    tp = (str(item["topic"]), int(item["partition"]))
+                    if tp[0] in self.assignment and tp not in touched:
+                        touched.append(tp)
+            except NoNodeError:
+                continue
+            except Exception:
+                log.warning("controller.bad_isr_notification", znode=child)
+            try:
+                await self.zk.delete(path)
+            except NoNodeError:
+                pass
+        for tp in touched:
+            await self._read_state(*tp)
+        if touched:
+            self._send_update_metadata(list(self.live), touched)
+
+    # ---- controlled shutdown ---------------------------------------------------------
+
+    async def controlled_shutdown(self, broker_id: int) -> list[TP]:
+        """Move leadership off `broker_id`; answer the partitions it still leads."""
+        done: asyncio.Future[list[TP]] = asyncio.get_running_loop().create_future()
+
+        async def handle() -> None:
+            if broker_id not in self.live:
+                done.set_result([])
+                return
+            self.shutting_down.add(broker_id)
+            changed = []
+            for tp in self._partitions_on(broker_id):
+                cur = self.states.get(tp)
+                if cur is None:
+                    continue
+                state = cur[0]
+                if state.leader == broker_id:
+                    if len(self.assignment[tp[0]][tp[1]]) > 1 and await self._elect_leader(tp, excluding=broker_id):
+                        changed.append(tp)
+                else:
+                    self._send_stop_replica(broker_id, [tp], delete=False)
+                    if await self._remove_from_isr(tp, broker_id):
+                        changed.append(tp)
+            self._propagate(changed)
+            remaining = [tp for tp in self._partitions_on(broker_id)
+                         if tp in self.states and self.states[tp][0].leader == broker_id
+                         and len(self.assignment[tp[0]][tp[1]]) > 1]
+            log.info("controller.controlled_shutdown", broker=broker_id, moved=len(changed), remaining=len(remaining))
+            done.set_result(remaining)
+        self._enqueue(handle)
+        return await done
+
+    # ---- requests to brokers ---------------------------------------------------------
+
+    def _partition_state_body(self, tp: TP, deleting: bool = False) -> dict[str, Any]:
+        state, version = self.states.get(tp, (L.PartitionState(-1, 0, self.epoch, []), 0))
+        return {"topic_name": tp[0], "partition_index": tp[1], "controller_epoch": state.controller_epoch,
+                "leader": LEADER_DURING_DELETE if deleting else state.leader, "leader_epoch": state.leader_epoch,
+                "isr": state.isr, "zk_version": version, "partition_epoch": version,
+                "replicas": self.assignment.get(tp[0], {}).get(tp[1], [])}
+
+    def _send_leader_and_isr(self, broker_id: int, partitions: list[TP]) -> None:
+        tps = [tp for tp in partitions if tp in self.states]
+        if not tps or self.channel is None:
+            return
+        leaders = {self.states[tp][0].leader for tp in tps}
+        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch,
+                "ungrouped_partition_states": [self._partition_state_body(tp) for tp in tps],
+                "live_leaders": [{"broker_id": b, "host_name": self.live[b].host, "port": self.live[b].port}
+                                 for b in sorted(leaders) if b in self.live]}
+        self.channel.send(broker_id, LEADER_AND_ISR, 0, body)
+
+    def _send_update_metadata(self, brokers: list[int], partitions: list[TP], deleting: bool = False) -> None:
+        if self.channel is None:
+            return
+        states = [self._partition_state_body(tp, deleting) for tp in partitions if deleting or tp in self.states]
+        live = [{"id": b.broker_id, "endpoints": [{"port": b.port, "host": b.host, "security_protocol": 0}],
+                 "rack": b.rack} for b in self.live.values()]
+        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch,
+                "ungrouped_partition_states": states, "live_brokers": live}
+        for b in brokers:
+            self.channel.send(b, UPDATE_METADATA, 2, body)
+
+    def _send_stop_replica(self, broker_id: int, partitions: list[TP], delete: bool) -> None:
+        if not partitions or self.channel is None:
+            return
+        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch, "delete_partitions": delete,
+                "ungrouped_partitions": [{"topic_name": t, "partition_index": p} for t, p in partitions]}
+        self.channel.send(broker_id, STOP_REPLICA, 0, body)
+
+
+async def _noop() -> None:
+    return None

@@ -1,9 +1,14 @@
-"""Partitions hosted on this broker: their logs, roles, high watermarks, and the waits on them.
+"""Partitions hosted on this broker: logs, leader/follower roles, high watermarks, ISR upkeep.
 
-The produce path validates and assigns offsets (protocol.records), appends bytes, and
-advances the high watermark; the fetch path hands out log slices as bytes. Both
-purgatories (acks=all produce, long-poll fetch) wait on one append/high-watermark
-signal instead of per-request timers.
+Roles come from the controller's LeaderAndIsr. A leader tracks its followers' fetch
+offsets (broker.isr.IsrTracker), moves the high watermark to the minimum log end over
+the ISR, shrinks and expands the ISR by lag time and writes each change with a
+conditional set on the partition's state znode, batching the changes into
+`/isr_change_notification` for the controller. A follower truncates to its high
+watermark and is handed to a replica fetcher for its leader.
+
+Both purgatories (acks=all produce, long-poll fetch) wait on one signal that fires on
+every append and every high-watermark move, instead of per-request timers.
 """
 
 from __future__ import annotations
@@ -11,18 +16,29 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
+from broker import zk_layout as L
 from broker.config import BrokerConfig
+from broker.isr import IsrTracker
 from broker.log import FileSlice, Log, OffsetOutOfRange
+from broker.metrics import Registry
+from broker.signal import Signal
+from broker.zk import BadVersionError, NoNodeError, ZkClient
 from protocol.errors import ErrorCode
 from protocol.records.errors import RecordsError
-from protocol.records.message_set import AppendInfo, validate_and_assign
+from protocol.records.message_set import AppendInfo, scan_entries, validate_and_assign
 
 log = structlog.get_logger()
+CHECKPOINT = "replication-offset-checkpoint"
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
 
 
 @dataclass
@@ -30,99 +46,171 @@ class Partition:
     topic: str
     index: int
     log: Log
-    replicas: list[int]
+    replicas: list[int] = field(default_factory=list)
     leader: int = -1
-    leader_epoch: int = 0
+    leader_epoch: int = -1
     isr: list[int] = field(default_factory=list)
+    zk_version: int = 0
+    controller_epoch: int = 0
     high_watermark: int = 0
     min_insync_replicas: int = 1
+    tracker: IsrTracker | None = None
 
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
-
-class Signal:
-    """A level-triggered broadcast: waiters wake on the next `fire()` after they started waiting."""
-
-    def __init__(self) -> None:
-        self._fut: asyncio.Future[None] | None = None
-
-    def fire(self) -> None:
-        if self._fut is not None and not self._fut.done():
-            self._fut.set_result(None)
-        self._fut = None
-
-    async def wait(self, timeout: float) -> None:
-        if self._fut is None:
-            self._fut = asyncio.get_running_loop().create_future()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._fut), timeout)
-        except TimeoutError:
-            pass
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.index)
 
 
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, zk: ZkClient, metrics: Registry,
+                 clock: Callable[[], float] = _now_ms) -> None:
         self.config = config
+        self.zk = zk
+        self.clock = clock
         self.broker_id = config.broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.log_dir: Path = config.log_dirs[0]
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.appended = Signal()  # fires on every append and high-watermark move
+        self.appended = Signal()
+        self.controller_epoch = 0
+        self._checkpointed = self._read_checkpoint()
+        self._isr_changes: set[tuple[str, int]] = set()
+        self._last_isr_change_ms = 0.0
+        self._last_isr_propagation_ms = clock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._isr_locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self.isr_shrinks = metrics.counter("isr_shrinks_total", "ISR shrinks on partitions this broker leads")
+        self.isr_expands = metrics.counter("isr_expands_total", "ISR expansions on partitions this broker leads")
+        metrics.gauge("under_replicated_partitions", "Led partitions whose ISR is smaller than the replica set",
+                      lambda: [({}, sum(1 for p in self.partitions.values()
+                                        if p.leader == self.broker_id and len(p.isr) < len(p.replicas)))])
+        metrics.gauge("partitions", "Partitions hosted on this broker", lambda: [({}, len(self.partitions))])
+        metrics.gauge("leader_partitions", "Partitions this broker leads",
+                      lambda: [({}, sum(1 for p in self.partitions.values() if p.leader == self.broker_id))])
 
     # ---- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._isr_upkeep()))
+        self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.write_checkpoint()
+        for part in self.partitions.values():
+            part.log.close()
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def make_leader(self, topic: str, index: int, replicas: list[int], leader_epoch: int,
-                    isr: list[int], min_isr: int, segment_bytes: int | None = None) -> Partition:
+    def _open(self, topic: str, index: int, segment_bytes: int | None) -> Partition:
         part = self.partitions.get((topic, index))
         if part is None:
             plog = Log.open(self.log_dir / f"{topic}-{index}",
                             segment_bytes=segment_bytes or self.config.log_segment_bytes)
-            part = Partition(topic, index, plog, replicas)
+            part = Partition(topic, index, plog)
+            part.high_watermark = min(self._checkpointed.get((topic, index), 0), plog.log_end_offset)
             self.partitions[(topic, index)] = part
-            log.info("partition.opened", topic=topic, partition=index, log_end_offset=plog.log_end_offset)
-        part.replicas = list(replicas)
-        part.leader = self.broker_id
-        part.leader_epoch = leader_epoch
-        part.isr = list(isr)
-        part.min_insync_replicas = min_isr
-        self._maybe_advance_hw(part)
+            log.info("partition.opened", topic=topic, partition=index, log_end_offset=plog.log_end_offset,
+                     high_watermark=part.high_watermark)
         return part
 
-    def remove_topic(self, topic: str) -> None:
-        for key in [k for k in self.partitions if k[0] == topic]:
-            part = self.partitions.pop(key)
-            part.log.delete()
-            log.info("partition.deleted", topic=topic, partition=key[1])
-        for leftover in self.log_dir.glob(f"{topic}-*"):
-            suffix = leftover.name[len(topic) + 1:]
-            if suffix.isdigit():
-                shutil.rmtree(leftover, ignore_errors=True)
+    def _read_checkpoint(self) -> dict[tuple[str, int], int]:
+        path = self.log_dir / CHECKPOINT
+        out: dict[tuple[str, int], int] = {}
+        try:
+            lines = path.read_text().splitlines()
+            for line in lines[2:]:
+                topic, p, off = line.rsplit(" ", 2)
+                out[(topic, int(p))] = int(off)
+        except (OSError, ValueError):
+            pass
+        return out
 
-    def close(self) -> None:
-        for part in self.partitions.values():
-            part.log.close()
+    def write_checkpoint(self) -> None:
+        """Kafka's replication-offset-checkpoint: high watermarks survive a restart."""
+        rows = [f"{t} {p} {part.high_watermark}" for (t, p), part in sorted(self.partitions.items())]
+        path = self.log_dir / CHECKPOINT
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("0\n" + f"{len(rows)}\n" + "".join(r + "\n" for r in rows))
+        tmp.replace(path)
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(5)
+            try:
+                self.write_checkpoint()
+            except OSError as e:
+                log.error("checkpoint.failed", error=str(e))
+
+    # ---- roles (LeaderAndIsr, StopReplica) -------------------------------------------
+
+    def become_leader(self, topic: str, index: int, replicas: list[int], leader_epoch: int, isr: list[int],
+                      zk_version: int, controller_epoch: int, min_isr: int, segment_bytes: int | None) -> Partition:
+        part = self._open(topic, index, segment_bytes)
+        was_leader = part.leader == self.broker_id
+        part.replicas, part.isr, part.leader_epoch = list(replicas), list(isr), leader_epoch
+        part.leader, part.zk_version, part.controller_epoch = self.broker_id, zk_version, controller_epoch
+        part.min_insync_replicas = min_isr
+        if not was_leader or part.tracker is None:
+            part.tracker = IsrTracker(self.broker_id, replicas, isr, self.clock(), self.config.replica_lag_time_max_ms)
+        else:
+            part.tracker.set_replicas(replicas, self.clock())
+            part.tracker.isr = list(isr)
+        self._advance_hw(part)
+        return part
+
+    def become_follower(self, topic: str, index: int, replicas: list[int], leader: int, leader_epoch: int,
+                        isr: list[int], zk_version: int, controller_epoch: int,
+                        segment_bytes: int | None) -> Partition:
+        part = self._open(topic, index, segment_bytes)
+        part.replicas, part.isr, part.leader_epoch = list(replicas), list(isr), leader_epoch
+        part.leader, part.zk_version, part.controller_epoch = leader, zk_version, controller_epoch
+        part.tracker = None
+        # Kafka 0.10's rule: a new follower drops what lies above its high watermark;
+        # the leader's log decides the rest.
+        if part.log_end_offset > part.high_watermark:
+            log.info("partition.truncating", topic=topic, partition=index, to=part.high_watermark,
+                     log_end_offset=part.log_end_offset)
+            part.log.truncate_to(part.high_watermark)
+        self.appended.fire()
+        return part
+
+    def stop_replica(self, topic: str, index: int, delete: bool) -> None:
+        part = self.partitions.get((topic, index))
+        if not delete:
+            if part is not None:
+                part.leader = -1
+                part.tracker = None
+            return
+        if part is not None:
+            del self.partitions[(topic, index)]
+            part.log.delete()
+        else:
+            shutil.rmtree(self.log_dir / f"{topic}-{index}", ignore_errors=True)
+        self._checkpointed.pop((topic, index), None)
+        log.info("partition.deleted", topic=topic, partition=index)
 
     # ---- produce ---------------------------------------------------------------------
 
-    def _maybe_advance_hw(self, part: Partition) -> None:
-        # With this broker alone in the ISR the high watermark is its own log end;
-        # followers' fetch offsets move it otherwise (the cluster issue).
-        if part.isr == [self.broker_id] or not part.isr:
-            new_hw = part.log_end_offset
-            if new_hw != part.high_watermark:
-                part.high_watermark = new_hw
-                self.appended.fire()
+    def _advance_hw(self, part: Partition) -> None:
+        if part.tracker is None:
+            return
+        new_hw = part.tracker.high_watermark(part.log_end_offset)
+        if new_hw > part.high_watermark:
+            part.high_watermark = new_hw
+            self.appended.fire()
 
     def append(self, part: Partition, data: memoryview | bytes, acks: int) -> tuple[ErrorCode, int, AppendInfo | None]:
         if acks == -1 and len(part.isr) < part.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS, -1, None
         if len(data) > part.log.segment_bytes:
-            # Kafka's rule: a set that cannot fit in one segment can never be appended.
             return ErrorCode.RECORD_LIST_TOO_LARGE, -1, None
         try:
             info = validate_and_assign(data, part.log_end_offset, int(time.time() * 1000))
@@ -130,32 +218,158 @@ class ReplicaManager:
             log.warning("produce.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
             return ErrorCode(e.error_code), -1, None
         part.log.append(info.buffer, info.last_offset)
-        self._maybe_advance_hw(part)
+        self._advance_hw(part)
         self.appended.fire()
         return ErrorCode.NONE, info.first_offset, info
 
-    async def wait_for_hw(self, part: Partition, offset: int, timeout_s: float) -> bool:
+    async def wait_for_hw(self, part: Partition, offset: int, timeout_s: float) -> ErrorCode:
         deadline = time.monotonic() + timeout_s
         while part.high_watermark < offset:
+            if part.leader != self.broker_id:
+                return ErrorCode.NOT_LEADER_FOR_PARTITION
+            if len(part.isr) < part.min_insync_replicas:
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return False
+                return ErrorCode.REQUEST_TIMED_OUT
             await self.appended.wait(remaining)
-        return True
+        return ErrorCode.NONE
+
+    # ---- follower append (from the replica fetcher) ----------------------------------
+
+    def append_as_follower(self, part: Partition, data: bytes, leader_hw: int) -> int:
+        """Append the whole entries of a fetched slice; returns the bytes appended."""
+        end = 0
+        last_offset = -1
+        for pos, offset, length in scan_entries(data):
+            end = pos + length
+            last_offset = offset
+        if end:
+            chunk = data[:end]
+            try:
+                validate_and_assign(chunk, None, 0)
+            except RecordsError as e:
+                log.error("follower.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
+                raise
+            part.log.append(chunk, last_offset)
+        new_hw = min(leader_hw, part.log_end_offset)
+        if new_hw > part.high_watermark:
+            part.high_watermark = new_hw
+        return end
 
     # ---- fetch -----------------------------------------------------------------------
 
+    def record_follower_fetch(self, part: Partition, follower: int, fetch_offset: int) -> None:
+        tracker = part.tracker
+        if tracker is None or follower not in tracker.followers:
+            return
+        tracker.on_fetch(follower, fetch_offset, part.log_end_offset, self.clock())
+        if tracker.expand(follower, part.high_watermark):
+            self._spawn_isr_change(part, part.isr + [follower], expand=True)
+        self._advance_hw(part)
+
     def read(self, part: Partition, offset: int, max_bytes: int, *, consumer: bool,
              min_one_message: bool, allow_partial: bool) -> FileSlice:
-        max_offset = part.high_watermark if consumer else None
-        if consumer and offset > part.high_watermark and offset <= part.log_end_offset:
-            # Between the high watermark and the log end: not yet committed, not out of range.
-            return part.log.read(part.log_end_offset, 0)
-        try:
-            return part.log.read(offset, max_bytes, max_offset=max_offset,
+        if consumer:
+            if offset > part.high_watermark and offset <= part.log_end_offset:
+                return part.log.read(part.log_end_offset, 0)
+            return part.log.read(offset, max_bytes, max_offset=part.high_watermark,
                                  min_one_message=min_one_message, allow_partial=allow_partial)
-        except OffsetOutOfRange:
-            raise
+        return part.log.read(offset, max_bytes, min_one_message=min_one_message, allow_partial=allow_partial)
+
+    # ---- ISR upkeep ------------------------------------------------------------------
+
+    async def _isr_upkeep(self) -> None:
+        interval = self.config.replica_lag_time_max_ms / 2000
+        while True:
+            await asyncio.sleep(min(interval, 2.5))
+            try:
+                self.shrink_isrs()
+                await self._propagate_isr_changes()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("isr.upkeep_failed")
+
+    def shrink_isrs(self) -> None:
+        now = self.clock()
+        for part in list(self.partitions.values()):
+            if part.leader != self.broker_id or part.tracker is None:
+                continue
+            out = part.tracker.shrink(part.log_end_offset, now)
+            if out:
+                self._spawn_isr_change(part, [b for b in part.isr if b not in out], expand=False)
+
+    def _spawn_isr_change(self, part: Partition, new_isr: list[int], expand: bool) -> None:
+        self._tasks.append(asyncio.create_task(self._change_isr(part, new_isr, expand)))
+        self._tasks = [t for t in self._tasks if not t.done()]
+
+    async def _change_isr(self, part: Partition, new_isr: list[int], expand: bool) -> None:
+        lock = self._isr_locks.setdefault(part.key, asyncio.Lock())
+        async with lock:
+            if part.leader != self.broker_id:
+                return
+            # Re-check under the lock: another change may have landed first.
+            if expand:
+                added = [b for b in new_isr if b not in part.isr]
+                if not added:
+                    return
+                new_isr = part.isr + added
+            else:
+                if set(new_isr) == set(part.isr):
+                    return
+                new_isr = [b for b in part.isr if b in new_isr]
+            state = L.PartitionState(self.broker_id, part.leader_epoch, part.controller_epoch, new_isr)
+            path = L.partition_state_path(part.topic, part.index)
+            try:
+                part.zk_version = await self.zk.set(path, state.encode(), version=part.zk_version)
+            except BadVersionError:
+                try:
+                    data, version = await self.zk.get(path)
+                    current = L.PartitionState.decode(data)
+                except (NoNodeError, ValueError, KeyError):
+                    return
+                if current.leader != self.broker_id or current.leader_epoch != part.leader_epoch:
+                    log.info("isr.update_skipped", topic=part.topic, partition=part.index,
+                             reason="leadership changed")
+                    return
+                part.zk_version = version
+                part.isr = current.isr
+                if part.tracker:
+                    part.tracker.isr = list(current.isr)
+                return
+            old = part.isr
+            part.isr = new_isr
+            if part.tracker is not None:
+                part.tracker.isr = list(new_isr)
+            (self.isr_expands if expand else self.isr_shrinks).inc()
+            log.info("isr.expanded" if expand else "isr.shrunk", topic=part.topic, partition=part.index,
+                     old_isr=old, new_isr=new_isr)
+            self._isr_changes.add(part.key)
+            self._last_isr_change_ms = self.clock()
+            self._advance_hw(part)
+            self.appended.fire()
+
+    async def _propagate_isr_changes(self, force: bool = False) -> None:
+        now = self.clock()
+        if not self._isr_changes:
+            return
+        if not (force or now - self._last_isr_change_ms > 5000 or now - self._last_isr_propagation_ms > 60000):
+            return
+        changes = sorted(self._isr_changes)
+        self._isr_changes.clear()
+        body = L.dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in changes]})
+        await self.zk.create(f"{L.ISR_CHANGE}/isr_change_", body, sequential=True)
+        self._last_isr_propagation_ms = now
+
+    def sum_replica_lag(self) -> int:
+        total = 0
+        for part in self.partitions.values():
+            if part.tracker is None:
+                continue
+            for st in part.tracker.followers.values():
+                total += max(0, part.log_end_offset - st.log_end_offset)
+        return total
 
 
 __all__ = ["OffsetOutOfRange", "Partition", "ReplicaManager", "Signal"]

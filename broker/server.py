@@ -1,9 +1,11 @@
-"""One broker process: ZooKeeper registration, metadata, logs, the listener, metrics."""
+"""One broker process: ZooKeeper registration, controller candidacy, logs, fetchers, listener, metrics."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import time
+from typing import Any
 
 import structlog
 
@@ -13,13 +15,18 @@ from broker.apis import ALL_APIS
 from broker.config import BrokerConfig
 from broker.controller import Controller
 from broker.dispatch import Dispatcher
-from broker.metadata import Metadata, TopicMeta
+from broker.fetcher_manager import FetcherManager
+from broker.metadata import MetadataCache
 from broker.metrics import Registry, serve_metrics
 from broker.network import Listener
 from broker.replica_manager import ReplicaManager
-from broker.zk import NodeExistsError, ZkClient
+from broker.signal import Signal
+from broker.zk import NodeExistsError, NoNodeError, ZkClient
+from fetcher.connection import KafkaConnection
+from protocol.errors import ErrorCode
 
 log = structlog.get_logger()
+CONTROLLED_SHUTDOWN = 7
 
 
 class StartupError(RuntimeError):
@@ -32,72 +39,127 @@ class Broker:
         self.broker_id = config.broker_id
         self.metrics = Registry()
         self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms)
-        self.replicas = ReplicaManager(config)
-        self.metadata = Metadata(self.zk, self._partition_changed, self._topic_gone)
-        self.controller = Controller(self.zk, self.broker_id)
-        self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor)
+        self.metadata = MetadataCache()
+        self.metadata_updated = Signal()
+        self.replicas = ReplicaManager(config, self.zk, self.metrics)
+        self.fetchers = FetcherManager(config, self.replicas)
+        self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable)
+        self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,
+                           self.metadata_updated)
+        self.topic_configs: dict[str, dict[str, str]] = {}
         self.dispatcher = Dispatcher(self, ALL_APIS)
         lst = config.listeners[0]
         self.listener = Listener(self.dispatcher, lst.host, lst.port, config.socket_request_max_bytes)
         self._metrics_server: asyncio.Server | None = None
-        self._stopped = asyncio.Event()
-        self._register_gauges()
-
-    def _register_gauges(self) -> None:
-        m = self.metrics
-        m.gauge("under_replicated_partitions", "Led partitions whose ISR is smaller than the replica set",
-                lambda: [({}, sum(1 for p in self.replicas.partitions.values()
-                                  if p.leader == self.broker_id and len(p.isr) < len(p.replicas)))])
-        m.gauge("partitions", "Partitions hosted on this broker",
-                lambda: [({}, len(self.replicas.partitions))])
+        self.metrics.gauge("sum_replica_lag", "Messages the followers of led partitions are behind",
+                           lambda: [({}, self.replicas.sum_replica_lag())])
 
     @property
     def cluster_id(self) -> str:
         return "minibroker"
 
-    async def _partition_changed(self, topic: str, partition: int, meta: TopicMeta) -> None:
-        state = meta.states.get(partition)
-        replicas = meta.assignment.get(partition, [])
-        if state is None or self.broker_id not in replicas:
-            return
-        if state.leader == self.broker_id:
-            min_isr = self._topic_int(meta, "min.insync.replicas", self.config.min_insync_replicas)
-            segment = self._topic_int(meta, "segment.bytes", self.config.log_segment_bytes)
-            self.replicas.make_leader(topic, partition, replicas, state.leader_epoch, state.isr, min_isr, segment)
+    def metadata_changed(self) -> None:
+        self.metadata_updated.fire()
 
-    @staticmethod
-    def _topic_int(meta: TopicMeta, key: str, default: int) -> int:
+    # ---- roles -------------------------------------------------------------------------
+
+    async def _topic_config(self, topic: str) -> dict[str, str]:
+        cfg = self.topic_configs.get(topic)
+        if cfg is None:
+            try:
+                data, _ = await self.zk.get(f"/config/topics/{topic}")
+                cfg = L.decode_entity_config(data)
+            except NoNodeError:
+                cfg = {}
+            except Exception:
+                log.warning("topic.bad_config_znode", topic=topic)
+                cfg = {}
+            self.topic_configs[topic] = cfg
+        return cfg
+
+    def _topic_int(self, topic: str, cfg: dict[str, str], key: str, default: int) -> int:
         try:
-            return int(meta.config.get(key, default))
+            return int(cfg.get(key, default))
         except ValueError:
-            log.warning("topic.bad_config", topic=meta.name, key=key)
+            log.warning("topic.bad_config", topic=topic, key=key)
             return default
 
-    async def _topic_gone(self, topic: str) -> None:
-        self.replicas.remove_topic(topic)
+    async def apply_partition_state(self, ps: dict[str, Any], leaders: dict[int, tuple[str, int]]) -> ErrorCode:
+        topic, index = ps["topic_name"], ps["partition_index"]
+        replicas = list(ps["replicas"])
+        if self.broker_id not in replicas:
+            return ErrorCode.NONE
+        current = self.replicas.get(topic, index)
+        if current is not None and ps["leader_epoch"] < current.leader_epoch:
+            log.warning("partition.stale_leader_epoch", topic=topic, partition=index,
+                        got=ps["leader_epoch"], have=current.leader_epoch)
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        cfg = await self._topic_config(topic)
+        segment = self._topic_int(topic, cfg, "segment.bytes", self.config.log_segment_bytes)
+        leader = ps["leader"]
+        zk_version = ps.get("partition_epoch", ps.get("zk_version", 0))
+        if leader == self.broker_id:
+            self.fetchers.remove((topic, index))
+            min_isr = self._topic_int(topic, cfg, "min.insync.replicas", self.config.min_insync_replicas)
+            self.replicas.become_leader(topic, index, replicas, ps["leader_epoch"], ps["isr"], zk_version,
+                                        ps["controller_epoch"], min_isr, segment)
+            log.info("partition.leader", topic=topic, partition=index, leader_epoch=ps["leader_epoch"])
+            return ErrorCode.NONE
+        part = self.replicas.become_follower(topic, index, replicas, leader, ps["leader_epoch"], ps["isr"],
+                                             zk_version, ps["controller_epoch"], segment)
+        addr = leaders.get(leader)
+        info = self.metadata.brokers.get(leader)
+        if addr is not None:
+            info = L.BrokerInfo(leader, addr[0], addr[1])
+        if info is None:
+            self.fetchers.remove((topic, index))
+            log.warning("partition.leader_unknown", topic=topic, partition=index, leader=leader)
+            return ErrorCode.LEADER_NOT_AVAILABLE
+        self.fetchers.add(part, info)
+        log.info("partition.follower", topic=topic, partition=index, leader=leader, leader_epoch=ps["leader_epoch"])
+        return ErrorCode.NONE
+
+    # ---- lifecycle -------------------------------------------------------------------
 
     async def _register(self, new_session: bool) -> None:
         adv = self.config.advertised
-        host = adv.host
-        port = adv.port or self.listener.port
-        info = L.BrokerInfo(self.broker_id, host, port)
+        info = L.BrokerInfo(self.broker_id, adv.host, adv.port or self.listener.port)
         path = L.broker_path(self.broker_id)
-        try:
-            await self.zk.create(path, info.encode(), ephemeral=True, make_parents=True)
-        except NodeExistsError:
-            if new_session:
-                raise StartupError(
-                    f"broker.id={self.broker_id} is already registered at {path} by a live broker; "
-                    "refusing to start") from None
+        deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 * 1.5 + 2
+        while True:
+            try:
+                await self.zk.create(path, info.encode(), ephemeral=True, make_parents=True)
+                return
+            except NodeExistsError:
+                pass
+            try:
+                data, _ = await self.zk.get(path)
+                holder = L.BrokerInfo.decode(self.broker_id, data)
+            except NoNodeError:
+                continue
+            except Exception:
+                holder = None
+            # Our own previous incarnation (same endpoint, killed before its session
+            # expired) goes away by itself; anything else is a live broker with our id.
+            if holder is None or (holder.host, holder.port) != (info.host, info.port) or not new_session:
+                if not new_session and holder is not None and (holder.host, holder.port) == (info.host, info.port):
+                    return
+                raise StartupError(f"broker.id={self.broker_id} is already registered at {path} by a live "
+                                   f"broker ({holder.host if holder else '?'}:{holder.port if holder else '?'}); "
+                                   "refusing to start")
+            if time.monotonic() > deadline:
+                raise StartupError(f"{path} is still held by an earlier session; refusing to start")
+            log.info("broker.waiting_for_previous_session", znode=path)
+            await asyncio.sleep(0.5)
 
     async def start(self) -> None:
         await self.zk.start(timeout=self.config.zookeeper_session_timeout_ms / 1000 + 10)
         for path in L.PERSISTENT_PATHS:
             await self.zk.ensure_path(path)
         await self.listener.start()
+        self.replicas.start()
         await self._register(new_session=True)
         self.zk.on_session(self._on_session)
-        await self.metadata.start()
         await self.controller.start()
         addr = self.config.metrics_address
         if addr:
@@ -107,27 +169,56 @@ class Broker:
 
     async def _on_session(self, new_session: bool) -> None:
         if new_session:
-            # The old session's ephemerals are gone with it; register again.
+            # The old session's ephemerals went with it; register again.
             try:
                 await self._register(new_session=False)
             except Exception as e:
                 log.error("broker.reregister_failed", error=str(e))
 
-    async def stop(self) -> None:
+    async def controlled_shutdown(self, attempts: int = 3) -> None:
+        """Ask the controller to move leadership away before this broker exits."""
+        for attempt in range(attempts):
+            cid = self.metadata.controller_id
+            if cid == self.broker_id and self.controller.active:
+                remaining = await self.controller.controlled_shutdown(self.broker_id)
+                if not remaining:
+                    return
+            else:
+                info = self.metadata.brokers.get(cid)
+                if info is None:
+                    return
+                try:
+                    async with await KafkaConnection.open(info.host, info.port, f"broker-{self.broker_id}", 5) as c:
+                        resp = await c.request(CONTROLLED_SHUTDOWN, 1, {"broker_id": self.broker_id}, 30)
+                    if resp["error_code"] == 0 and not resp["remaining_partitions"]:
+                        log.info("broker.controlled_shutdown_done")
+                        return
+                except Exception as e:
+                    log.info("broker.controlled_shutdown_retry", attempt=attempt, error=type(e).__name__)
+            await asyncio.sleep(1)
+        log.warning("broker.controlled_shutdown_incomplete")
+
+    async def stop(self, controlled: bool = True) -> None:
         log.info("broker.stopping")
+        if controlled and self.config.controlled_shutdown_enable:
+            try:
+                await asyncio.wait_for(self.controlled_shutdown(), 60)
+            except TimeoutError:
+                log.warning("broker.controlled_shutdown_timeout")
+        await self.fetchers.stop()
+        await self.controller.stop()
         await self.listener.stop()
         if self._metrics_server is not None:
             self._metrics_server.close()
-        self.replicas.close()
+        await self.replicas.stop()
         await self.zk.close()
         log.info("broker.stopped")
-        self._stopped.set()
 
     async def run_until_signal(self) -> None:
-        await self.start()
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        await self.start()
         await stop.wait()
         await self.stop()

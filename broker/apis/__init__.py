@@ -2,14 +2,18 @@
 
 from broker.apis import (
     api_versions,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_topics,
     fetch,
+    leader_and_isr,
     list_offsets,
     metadata,
     produce,
+    stop_replica,
+    update_metadata,
 )
 
-ALL_APIS = [produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics,
-            create_partitions]
+ALL_APIS = [produce, fetch, list_offsets, metadata, leader_and_isr, stop_replica, update_metadata,
+            controlled_shutdown, api_versions, create_topics, delete_topics, create_partitions]

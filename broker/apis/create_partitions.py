@@ -23,6 +23,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     admin = ctx.broker.admin
     counts = Counter(t["name"] for t in request["topics"])
     results = []
+    grown: list[tuple[str, int]] = []
     for t in request["topics"]:
         name = t["name"]
         res: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
@@ -33,10 +34,15 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             continue
         assignments = [list(a["broker_ids"]) for a in t["assignments"]] if t.get("assignments") else None
         try:
-            plan = admin.validate_partition_growth(name, t["count"], assignments)
+            plan = await admin.validate_partition_growth(name, t["count"], assignments)
             if not request.get("validate_only"):
                 await admin.add_partitions(name, plan)
+                grown.append((name, t["count"]))
         except AdminError as e:
             res["error_code"] = e.code
             res["error_message"] = e.message
+    timeout = max(request.get("timeout_ms", 0), 0) / 1000
+    if grown and timeout > 0:
+        await ctx.broker.metadata_updated.wait_until(
+            lambda: all(admin.has_leaders(n, count) for n, count in grown), timeout)
     return {"throttle_time_ms": 0, "results": results}

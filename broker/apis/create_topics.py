@@ -26,6 +26,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     validate_only = bool(request.get("validate_only", False))
     counts = Counter(t["name"] for t in request["topics"])
     results = []
+    created: list[tuple[str, int]] = []
     for t in request["topics"]:
         name = t["name"]
         res: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None,
@@ -40,14 +41,23 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         spec = TopicSpec(name, t["num_partitions"], t["replication_factor"], assignment or None, configs)
         try:
             if validate_only:
-                plan = admin.validate_new_topic(spec)
+                plan = await admin.validate_new_topic(spec)
             else:
-                await admin.create_topic(spec)
-                plan = ctx.broker.metadata.topics[name].assignment if name in ctx.broker.metadata.topics else {}
-            if plan:
-                res["num_partitions"] = len(plan)
-                res["replication_factor"] = len(next(iter(plan.values())))
+                plan = await admin.create_topic(spec)
+                created.append((name, len(plan)))
+            res["num_partitions"] = len(plan)
+            res["replication_factor"] = len(next(iter(plan.values())))
         except AdminError as e:
             res["error_code"] = e.code
             res["error_message"] = e.message
+    # Like Kafka's DelayedCreateTopics: answer once every new partition has a leader in
+    # this broker's metadata, so a client's next Metadata request finds them.
+    timeout = max(request.get("timeout_ms", 0), 0) / 1000
+    if created and timeout > 0:
+        ready = await ctx.broker.metadata_updated.wait_until(
+            lambda: all(admin.has_leaders(n, count) for n, count in created), timeout)
+        if not ready:
+            for res in results:
+                if any(res["name"] == n for n, _ in created) and not admin.has_leaders(res["name"], 1):
+                    res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return {"throttle_time_ms": 0, "topics": results}

@@ -23,6 +23,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     names = list(request.get("topic_names") or [])
     counts = Counter(names)
     results = []
+    deleting: list[str] = []
     for name in names:
         res: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         results.append(res)
@@ -32,7 +33,16 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             continue
         try:
             await admin.delete_topic(name)
+            deleting.append(name)
         except AdminError as e:
             res["error_code"] = e.code
             res["error_message"] = e.message
+    timeout = max(request.get("timeout_ms", 0), 0) / 1000
+    md = ctx.broker.metadata
+    if deleting and timeout > 0:
+        gone = await ctx.broker.metadata_updated.wait_until(lambda: not any(n in md.topics for n in deleting), timeout)
+        if not gone:
+            for res in results:
+                if res["name"] in md.topics and res["error_code"] == 0:
+                    res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return {"throttle_time_ms": 0, "responses": results}

@@ -49,12 +49,14 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
             parts.append(out)
             part = rm.get(name, idx)
             if part is None:
-                known = name in broker.metadata.topics and idx in broker.metadata.topics[name].assignment
+                known = broker.metadata.partition(name, idx) is not None
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             if part.leader != broker.broker_id and replica_id != DEBUG_REPLICA_ID:
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
                 continue
+            if not consumer:
+                rm.record_follower_fetch(part, replica_id, fp["fetch_offset"])
             out["high_watermark"] = part.high_watermark
             size = min(fp["partition_max_bytes"], limit)
             if size < 0:

@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             parts.append(out)
             part = broker.replicas.get(name, idx)
             if part is None or part.leader != broker.broker_id:
-                known = name in broker.metadata.topics and idx in broker.metadata.topics[name].assignment
+                known = broker.metadata.partition(name, idx) is not None
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             ts = rp["timestamp"]

@@ -1,16 +1,14 @@
-"""Metadata (key 3), versions 0-2 (Kafka 0.10.1's table).
+"""Metadata (key 3), versions 0-2 (Kafka 0.10.1's table), answered from the metadata cache.
 
 v0: an empty topic list means all topics; v1+: null means all, empty means none.
-Unknown topics are auto-created when `auto.create.topics.enable` is true and the
-name is legal, answered LEADER_NOT_AVAILABLE until the partitions have leaders, as
-Kafka does. Illegal names get INVALID_TOPIC_EXCEPTION.
+Unknown topics are auto-created when `auto.create.topics.enable` is true and the name is
+legal, and answered LEADER_NOT_AVAILABLE until their partitions have leaders, as Kafka
+does. Illegal names get INVALID_TOPIC_EXCEPTION.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import structlog
 
 from broker.admin import AdminError, TopicSpec
 from broker.dispatch import RequestContext
@@ -20,7 +18,6 @@ from protocol.errors import ErrorCode
 API_KEY = 3
 API_NAME = "Metadata"
 VERSIONS = (0, 2)
-log = structlog.get_logger()
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
@@ -33,10 +30,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         names = [t["name"] for t in requested]
     topics = []
     for name in names:
-        meta = md.topics.get(name)
-        if meta is None:
-            err = topic_name_error(name)
-            if err is not None:
+        parts = md.topics.get(name)
+        if parts is None:
+            if topic_name_error(name) is not None:
                 topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []})
                 continue
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -49,18 +45,16 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             topics.append({"error_code": code, "name": name, "partitions": []})
             continue
         partitions = []
-        for p in sorted(meta.assignment):
-            state = meta.states.get(p)
-            replicas = meta.assignment[p]
-            if state is None or state.leader < 0 or state.leader not in md.brokers:
+        for p in sorted(parts):
+            info = parts[p]
+            if info.leader < 0 or info.leader not in md.brokers:
                 partitions.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": p,
-                                   "leader_id": -1, "replica_nodes": replicas,
-                                   "isr_nodes": state.isr if state else []})
+                                   "leader_id": -1, "replica_nodes": info.replicas, "isr_nodes": info.isr})
                 continue
-            live_replicas = [b for b in replicas if b in md.brokers]
-            code = ErrorCode.NONE if len(live_replicas) == len(replicas) else ErrorCode.REPLICA_NOT_AVAILABLE
-            partitions.append({"error_code": code, "partition_index": p, "leader_id": state.leader,
-                               "replica_nodes": replicas, "isr_nodes": state.isr})
+            live = [b for b in info.replicas if b in md.brokers]
+            code = ErrorCode.NONE if len(live) == len(info.replicas) else ErrorCode.REPLICA_NOT_AVAILABLE
+            partitions.append({"error_code": code, "partition_index": p, "leader_id": info.leader,
+                               "replica_nodes": info.replicas if code == 0 else live, "isr_nodes": info.isr})
         topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": partitions})
     brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
                for b in sorted(md.brokers.values(), key=lambda b: b.broker_id)]

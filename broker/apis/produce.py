@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             if part is None or part.leader != broker.broker_id:
                 if topic_name_error(name):
                     entry["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
-                elif name in broker.metadata.topics and idx in broker.metadata.topics[name].assignment:
+                elif broker.metadata.partition(name, idx) is not None:
                     entry["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
                 else:
                     entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -63,11 +63,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 waits.append((entry, part, info.last_offset + 1))
     if waits:
         timeout = max(request["timeout_ms"], 0) / 1000
-        done = await asyncio.gather(*(rm.wait_for_hw(part, target, timeout) for _, part, target in waits))
-        for (entry, part, _), ok in zip(waits, done, strict=True):
-            if not ok:
-                entry["error_code"] = (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                                       if len(part.isr) < part.min_insync_replicas else ErrorCode.REQUEST_TIMED_OUT)
+        codes = await asyncio.gather(*(rm.wait_for_hw(part, target, timeout) for _, part, target in waits))
+        for (entry, _, _), code in zip(waits, codes, strict=True):
+            entry["error_code"] = code
     if acks == 0:
         return None
     return {"responses": [{"name": n, "partition_responses": ps} for n, ps in results.items()],

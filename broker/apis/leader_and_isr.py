@@ -1,0 +1,30 @@
+"""LeaderAndIsr (key 4), version 0 (Kafka 0.10.1's inter-broker API).
+
+The controller tells this broker which partitions it leads and which it follows. A
+request from an older controller epoch is refused with STALE_CONTROLLER_EPOCH, and a
+partition state with an older leader epoch than the one held is skipped, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import RequestContext
+from protocol.errors import ErrorCode
+
+API_KEY = 4
+API_NAME = "LeaderAndIsr"
+VERSIONS = (0, 0)
+
+
+async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    if request["controller_epoch"] < broker.replicas.controller_epoch:
+        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
+    broker.replicas.controller_epoch = request["controller_epoch"]
+    leaders = {b["broker_id"]: (b["host_name"], b["port"]) for b in request["live_leaders"]}
+    errors = []
+    for ps in request["ungrouped_partition_states"]:
+        code = await broker.apply_partition_state(ps, leaders)
+        errors.append({"topic_name": ps["topic_name"], "partition_index": ps["partition_index"], "error_code": code})
+    return {"error_code": 0, "partition_errors": errors}

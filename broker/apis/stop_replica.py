@@ -1,0 +1,26 @@
+"""StopReplica (key 5), version 0: stop fetching a partition, and delete it if asked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import RequestContext
+from protocol.errors import ErrorCode
+
+API_KEY = 5
+API_NAME = "StopReplica"
+VERSIONS = (0, 0)
+
+
+async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    if request["controller_epoch"] < broker.replicas.controller_epoch:
+        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
+    delete = bool(request.get("delete_partitions"))
+    errors = []
+    for p in request["ungrouped_partitions"]:
+        tp = (p["topic_name"], p["partition_index"])
+        broker.fetchers.remove(tp)
+        broker.replicas.stop_replica(tp[0], tp[1], delete)
+        errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": 0})
+    return {"error_code": 0, "partition_errors": errors}

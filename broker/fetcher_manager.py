@@ -1,0 +1,97 @@
+"""Owns the replica fetchers of this broker and is their `ReplicaSink` into the logs.
+
+Partitions are spread over `num.replica.fetchers` fetchers per source broker by a hash
+of the topic-partition, as Kafka's AbstractFetcherManager does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+
+import structlog
+
+from broker.config import BrokerConfig
+from broker.replica_manager import Partition, ReplicaManager
+from broker.zk_layout import BrokerInfo
+from fetcher.replica_fetcher import FetcherSettings, FetchThrottle, ReplicaFetcher
+
+log = structlog.get_logger()
+TP = tuple[str, int]
+
+
+class FetcherManager:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, throttle: FetchThrottle | None = None) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.throttle = throttle
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self.assigned: dict[TP, tuple[int, int]] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+        self.settings = FetcherSettings(
+            replica_id=config.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
+            min_bytes=config.replica_fetch_min_bytes, response_max_bytes=config.replica_fetch_response_max_bytes,
+            partition_max_bytes=config.replica_fetch_max_bytes, backoff_ms=config.replica_fetch_backoff_ms)
+
+    # ReplicaSink -------------------------------------------------------------------------
+
+    def _part(self, tp: TP) -> Partition | None:
+        return self.replicas.get(*tp)
+
+    def log_end_offset(self, tp: TP) -> int | None:
+        part = self._part(tp)
+        return None if part is None else part.log_end_offset
+
+    def append(self, tp: TP, records: bytes, leader_hw: int) -> int:
+        part = self._part(tp)
+        if part is None:
+            return 0
+        n = self.replicas.append_as_follower(part, records, leader_hw)
+        return n
+
+    def truncate_to(self, tp: TP, offset: int) -> None:
+        part = self._part(tp)
+        if part is not None:
+            part.log.truncate_to(offset)
+            part.high_watermark = min(part.high_watermark, offset)
+
+    def restart_at(self, tp: TP, offset: int) -> None:
+        part = self._part(tp)
+        if part is not None:
+            part.log.truncate_fully_and_start_at(offset)
+            part.high_watermark = offset
+
+    # assignment ---------------------------------------------------------------------------
+
+    def add(self, part: Partition, leader: BrokerInfo) -> None:
+        tp = part.key
+        fetcher_id = zlib.crc32(f"{tp[0]}-{tp[1]}".encode()) % self.config.num_replica_fetchers
+        key = (leader.broker_id, fetcher_id)
+        current = self.assigned.get(tp)
+        if current is not None and current != key:
+            self.remove(tp)
+        fetcher = self.fetchers.get(key)
+        if fetcher is not None and (fetcher.host, fetcher.port) != (leader.host, leader.port):
+            for other in [t for t, k in self.assigned.items() if k == key]:
+                self.assigned.pop(other)
+            self.fetchers.pop(key)
+            self._stopping.add(asyncio.create_task(fetcher.stop()))
+            fetcher = None
+        if fetcher is None:
+            fetcher = ReplicaFetcher(leader.host, leader.port, leader.broker_id, self.settings, self, self.throttle)
+            fetcher.start()
+            self.fetchers[key] = fetcher
+            log.info("fetcher.started", source=leader.broker_id, fetcher_id=fetcher_id)
+        fetcher.add(tp)
+        self.assigned[tp] = key
+
+    def remove(self, tp: TP) -> None:
+        key = self.assigned.pop(tp, None)
+        if key is not None and key in self.fetchers:
+            self.fetchers[key].remove(tp)
+
+    async def stop(self) -> None:
+        for f in self.fetchers.values():
+            await f.stop()
+        self.fetchers.clear()
+        self.assigned.clear()

@@ -1,0 +1,199 @@
+"""Replica fetcher: one task per (source broker, fetcher id), pulling with binary Fetch v3.
+
+Each request carries replica_id = this broker, max_bytes = replica.fetch.response.max.bytes
+(KIP-74), per-partition replica.fetch.max.bytes, replica.fetch.min.bytes and
+replica.fetch.wait.max.ms, and lists its partitions in a freshly randomised order
+(KIP-73's text; Kafka itself rotates), so no partition is starved by the response limit.
+Errors back off replica.fetch.backoff.ms; OFFSET_OUT_OF_RANGE truncates to the leader's
+log end, or restarts from its log start when this replica fell behind it.
+
+The broker side is reached only through `ReplicaSink`, so this module knows nothing of
+logs or ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from fetcher.connection import KafkaConnection
+from protocol.errors import ErrorCode
+
+log = structlog.get_logger()
+
+FETCH, LIST_OFFSETS = 1, 2
+TP = tuple[str, int]
+
+
+class ReplicaSink(Protocol):
+    def log_end_offset(self, tp: TP) -> int | None: ...
+    def append(self, tp: TP, records: bytes, leader_hw: int) -> int: ...
+    def truncate_to(self, tp: TP, offset: int) -> None: ...
+    def restart_at(self, tp: TP, offset: int) -> None: ...
+
+
+class FetchThrottle(Protocol):
+    """KIP-73 follower side: leave a partition out while the follower quota is exceeded."""
+
+    def leave_out(self, tp: TP) -> bool: ...
+    def record(self, tp: TP, nbytes: int) -> None: ...
+
+
+@dataclass
+class FetcherSettings:
+    replica_id: int
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    response_max_bytes: int = 10 * 1024 * 1024
+    partition_max_bytes: int = 1024 * 1024
+    backoff_ms: int = 1000
+
+
+class ReplicaFetcher:
+    def __init__(self, host: str, port: int, source_id: int, settings: FetcherSettings, sink: ReplicaSink,
+                 throttle: FetchThrottle | None = None, rng: random.Random | None = None) -> None:
+        self.host, self.port, self.source_id = host, port, source_id
+        self.settings = settings
+        self.sink = sink
+        self.throttle = throttle
+        self.rng = rng or random.Random()
+        self.partitions: dict[TP, float] = {}  # tp -> not before (monotonic s), for per-partition back-off
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._conn: KafkaConnection | None = None
+        self.last_request_order: list[TP] = []
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._conn is not None:
+            await self._conn.close()
+
+    def add(self, tp: TP) -> None:
+        self.partitions[tp] = 0.0
+        self._wake.set()
+
+    def remove(self, tp: TP) -> None:
+        self.partitions.pop(tp, None)
+
+    def build_request(self, now: float) -> dict[str, Any] | None:
+        ready = [tp for tp, not_before in self.partitions.items() if not_before <= now]
+        if self.throttle is not None:
+            ready = [tp for tp in ready if not self.throttle.leave_out(tp)]
+        wanted = []
+        for tp in ready:
+            offset = self.sink.log_end_offset(tp)
+            if offset is not None:
+                wanted.append((tp, offset))
+        if not wanted:
+            return None
+        self.rng.shuffle(wanted)
+        self.last_request_order = [tp for tp, _ in wanted]
+        topics: list[dict[str, Any]] = []
+        # Fetch v3 groups partitions under topics; keep the shuffled order, opening a new
+        # topic block whenever the topic changes (a topic may appear more than once).
+        for (topic, p), offset in wanted:
+            if not topics or topics[-1]["topic"] != topic:
+                topics.append({"topic": topic, "partitions": []})
+            topics[-1]["partitions"].append({"partition": p, "fetch_offset": offset,
+                                             "partition_max_bytes": self.settings.partition_max_bytes})
+        s = self.settings
+        return {"replica_id": s.replica_id, "max_wait_ms": s.max_wait_ms, "min_bytes": s.min_bytes,
+                "max_bytes": s.response_max_bytes, "topics": topics}
+
+    async def _connection(self) -> KafkaConnection:
+        if self._conn is None:
+            self._conn = await KafkaConnection.open(self.host, self.port,
+                                                    client_id=f"replica-fetcher-{self.settings.replica_id}", timeout=5)
+        return self._conn
+
+    async def _run(self) -> None:
+        backoff = self.settings.backoff_ms / 1000
+        while True:
+            if not self.partitions:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            request = self.build_request(time.monotonic())
+            if request is None:
+                # Every partition is left out (throttled or backing off): wait, as Kafka does.
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), backoff)
+                except TimeoutError:
+                    pass
+                continue
+            try:
+                conn = await self._connection()
+                response = await conn.request(FETCH, 3, request, timeout=request["max_wait_ms"] / 1000 + 30)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.info("fetcher.request_failed", source=self.source_id, error=type(e).__name__)
+                if self._conn is not None:
+                    await self._conn.close()
+                    self._conn = None
+                await asyncio.sleep(backoff)
+                continue
+            await self._handle(conn, request, response)
+
+    async def _handle(self, conn: KafkaConnection, request: dict[str, Any], response: dict[str, Any]) -> None:
+        asked = {(t["topic"], p["partition"]): p["fetch_offset"] for t in request["topics"] for p in t["partitions"]}
+        for t in response["responses"]:
+            for p in t["partitions"]:
+                tp = (t["topic"], p["partition_index"])
+                if tp not in self.partitions or self.sink.log_end_offset(tp) != asked.get(tp):
+                    continue  # removed or moved while the request was in flight
+                code = p["error_code"]
+                if code == ErrorCode.NONE:
+                    records = p["records"] or b""
+                    try:
+                        appended = self.sink.append(tp, records, p["high_watermark"])
+                    except Exception as e:
+                        log.error("fetcher.append_failed", topic=tp[0], partition=tp[1], error=str(e))
+                        self.partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
+                        continue
+                    if self.throttle is not None and appended:
+                        self.throttle.record(tp, appended)
+                elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    await self._out_of_range(conn, tp)
+                else:
+                    log.info("fetcher.partition_error", topic=tp[0], partition=tp[1], error=ErrorCode(code).name)
+                    self.partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
+
+    async def _out_of_range(self, conn: KafkaConnection, tp: TP) -> None:
+        async def offset(ts: int) -> int:
+            resp = await conn.request(LIST_OFFSETS, 1, {"replica_id": self.settings.replica_id, "topics": [
+                {"name": tp[0], "partitions": [{"partition_index": tp[1], "timestamp": ts}]}]})
+            part = resp["topics"][0]["partitions"][0]
+            if part["error_code"]:
+                raise RuntimeError(ErrorCode(part["error_code"]).name)
+            return int(part["offset"])
+
+        try:
+            leader_end = await offset(-1)
+            mine = self.sink.log_end_offset(tp)
+            if mine is None:
+                return
+            if leader_end < mine:
+                log.warning("fetcher.truncating", topic=tp[0], partition=tp[1], to=leader_end, log_end_offset=mine)
+                self.sink.truncate_to(tp, leader_end)
+            else:
+                leader_start = await offset(-2)
+                log.warning("fetcher.restarting", topic=tp[0], partition=tp[1], at=leader_start)
+                self.sink.restart_at(tp, leader_start)
+        except Exception as e:
+            log.info("fetcher.out_of_range_failed", topic=tp[0], partition=tp[1], error=str(e))
+            self.partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
