@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from quotas.replication import ALL_PARTITIONS as ALL
+
 BROKERS, TOPICS, CLIENTS = "brokers", "topics", "clients"
 ENTITY_TYPES = (BROKERS, TOPICS, CLIENTS)
 DEFAULT_ENTITY = "<default>"
@@ -93,10 +95,11 @@ def validate(entity_type: str, config: dict[str, str]) -> dict[str, object]:
     return out
 
 
-def throttled_partitions(value: str | None, broker_id: int) -> set[int] | None:
-    """Kafka's ConfigHandler parse: None = nothing throttled, an empty set never occurs for '*'.
+def throttled_partitions(value: str | None, broker_id: int) -> frozenset[int] | None:
+    """Kafka's ConfigHandler parse of a throttled-replica list, filtered on this broker.
 
-    Returns the set of partition ids throttled on `broker_id`, or `ALL` for '*'.
+    None when nothing is throttled; ALL for `*`; else the partition ids whose entry names
+    `broker_id`.
     """
     if value is None:
         return None
@@ -113,18 +116,7 @@ def throttled_partitions(value: str | None, broker_id: int) -> set[int] | None:
         p, _, b = entry.partition(":")
         if int(b) == broker_id:
             parts.add(int(p))
-    return parts
-
-
-class _All(frozenset):  # type: ignore[type-arg]
-    def __contains__(self, item: object) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return "ALL"
-
-
-ALL: set[int] = _All()  # type: ignore[assignment]
+    return frozenset(parts)
 
 
 def split_config_list(spec: str) -> dict[str, str]:

@@ -78,3 +78,22 @@ def test_token_bucket_never_exceeds_burst() -> None:
     bucket = TokenBucket(5, 11, 1)
     bucket.record(10, 0)
     assert bucket.measure(1_000_000) == bucket.burst == 55
+
+
+def test_replication_quota_manager_lists_and_rate() -> None:
+    from quotas.replication import ALL_PARTITIONS, ReplicationQuotaManager
+
+    now = [0.0]
+    q = ReplicationQuotaManager(10, 1, lambda: now[0])
+    assert not q.is_quota_exceeded()  # no quota: never throttled
+    q.mark_throttled("t", frozenset({0, 2}))
+    q.mark_throttled("all", ALL_PARTITIONS)
+    assert q.is_throttled("t", 0) and not q.is_throttled("t", 1) and q.is_throttled("all", 99)
+    q.mark_throttled("t", None)
+    assert not q.is_throttled("t", 0)
+    q.update_quota(100)
+    now[0] = 1500
+    q.record(151)
+    assert q.is_quota_exceeded()
+    q.update_quota(200)  # samples kept, only the bound moves
+    assert not q.is_quota_exceeded()

@@ -1,0 +1,63 @@
+"""KIP-73 replication quota manager: one for the leader side, one for the follower side.
+
+A quota manager starts with no quota, so nothing is throttled until a rate is set.
+`record` always counts (in-sync replicas' bytes too, KAFKA-4313), and the check is
+separate: the leader drops throttled, out-of-sync partitions from its responses while the
+measured SimpleRate is above the bound; the follower leaves them out of its requests.
+Changing the rate keeps the samples, as Kafka does. Time comes from the injected clock
+(milliseconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from quotas.rate import SimpleRate, exceeds
+
+
+class _AllPartitions(frozenset):  # type: ignore[type-arg]
+    """The `*` replica list: every partition of the topic."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "ALL_PARTITIONS"
+
+
+ALL_PARTITIONS: frozenset[int] = _AllPartitions()
+
+
+class ReplicationQuotaManager:
+    def __init__(self, samples: int, window_seconds: float, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.rate = SimpleRate(samples, window_seconds)
+        self.quota: float | None = None
+        self.throttled: dict[str, frozenset[int]] = {}
+
+    def update_quota(self, bytes_per_second: float | None) -> None:
+        self.quota = bytes_per_second
+
+    def mark_throttled(self, topic: str, partitions: frozenset[int] | set[int] | None) -> None:
+        if partitions is None or (not partitions and partitions is not ALL_PARTITIONS):
+            self.throttled.pop(topic, None)
+        else:
+            self.throttled[topic] = partitions if partitions is ALL_PARTITIONS else frozenset(partitions)
+
+    def remove_topic(self, topic: str) -> None:
+        self.throttled.pop(topic, None)
+
+    def is_throttled(self, topic: str, partition: int) -> bool:
+        parts = self.throttled.get(topic)
+        return parts is not None and partition in parts
+
+    def is_quota_exceeded(self) -> bool:
+        if self.quota is None:
+            return False
+        return exceeds(self.rate.measure(self.clock()), self.quota)
+
+    def record(self, nbytes: int) -> None:
+        self.rate.record(nbytes, self.clock())
+
+    def measured_rate(self) -> float:
+        return self.rate.measure(self.clock())
