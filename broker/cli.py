@@ -54,6 +54,11 @@ def _topics(args: argparse.Namespace) -> int:
     return asyncio.run(topics_tool.run(args))
 
 
+def _configs(args: argparse.Namespace) -> int:
+    from broker import configs_tool
+    return asyncio.run(configs_tool.run(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minibroker", description="A Kafka-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     topics.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     topics.add_argument("--timeout", type=float, default=30.0)
     topics.set_defaults(func=_topics)
+
+    from broker import configs_tool
+    configs_tool.add_parser(sub)
+    sub.choices["configs"].set_defaults(func=_configs)
     return parser
 
 

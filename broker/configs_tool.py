@@ -1,0 +1,93 @@
+"""`minibroker configs`: kafka-configs.sh --zookeeper semantics.
+
+--alter merges --add-config into the entity znode and removes --delete-config keys,
+validates the result (a bad key or value exits non-zero and writes nothing), writes the
+entity znode, then a v2 change notification. --describe prints the config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from broker import zk_layout as L
+from broker.config_entities import DEFAULT_ENTITY, ENTITY_TYPES, InvalidConfig, split_config_list, validate
+from broker.zk import NodeExistsError, NoNodeError, ZkClient
+
+
+def _fail(msg: str) -> int:
+    print(f"Error: {msg}", file=sys.stderr)
+    return 1
+
+
+async def run(args: argparse.Namespace) -> int:
+    if args.entity_type not in ENTITY_TYPES:
+        return _fail(f"--entity-type must be one of {', '.join(ENTITY_TYPES)}")
+    if bool(args.entity_name) == bool(args.entity_default):
+        return _fail("give exactly one of --entity-name and --entity-default")
+    name = DEFAULT_ENTITY if args.entity_default else args.entity_name
+    if args.entity_type == "topics" and args.entity_default:
+        return _fail("topics have no default entity")
+    if args.entity_type == "brokers" and not args.entity_default:
+        try:
+            int(name)
+        except ValueError:
+            return _fail(f"broker entity name must be a broker id, not {name!r}")
+    path = f"{L.CONFIG_ROOT}/{args.entity_type}/{name}"
+    zk = ZkClient(args.zookeeper, 10000)
+    try:
+        await zk.start(timeout=15)
+    except Exception as e:
+        return _fail(f"cannot connect to ZooKeeper at {args.zookeeper}: {e}")
+    try:
+        try:
+            data, version = await zk.get(path)
+            current = L.decode_entity_config(data)
+        except NoNodeError:
+            current, version = {}, -1
+        if args.describe:
+            shown = ",".join(f"{k}={v}" for k, v in sorted(current.items()))
+            print(f"Configs for {args.entity_type[:-1]} '{name}' are {shown}")
+            return 0
+        try:
+            adds = split_config_list(args.add_config or "")
+        except InvalidConfig as e:
+            return _fail(str(e))
+        deletes = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+        missing = [k for k in deletes if k not in current and k not in adds]
+        if missing:
+            return _fail(f"Invalid config(s): {','.join(missing)} (not set on {args.entity_type} '{name}')")
+        merged = {k: v for k, v in current.items() if k not in deletes}
+        merged.update(adds)
+        try:
+            validate(args.entity_type, {k: v for k, v in merged.items() if k in adds})
+        except InvalidConfig as e:
+            return _fail(str(e))
+        body = L.encode_entity_config(merged)
+        if version < 0:
+            try:
+                await zk.create(path, body, make_parents=True)
+            except NodeExistsError:
+                return _fail(f"{path} was created concurrently; run the command again")
+        else:
+            await zk.set(path, body, version=version)
+        await zk.ensure_path(L.CONFIG_CHANGES)
+        await zk.create(f"{L.CONFIG_CHANGES}/config_change_",
+                        L.dumps({"version": 2, "entity_path": f"{args.entity_type}/{name}"}), sequential=True)
+        print(f"Completed updating config for {args.entity_type[:-1]} {name}.")
+        return 0
+    finally:
+        await zk.close()
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("configs", help="alter or describe dynamic configs in ZooKeeper")
+    p.add_argument("--zookeeper", required=True, help="host:port[/chroot]")
+    p.add_argument("--entity-type", required=True)
+    p.add_argument("--entity-name")
+    p.add_argument("--entity-default", action="store_true")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--alter", action="store_true")
+    action.add_argument("--describe", action="store_true")
+    p.add_argument("--add-config")
+    p.add_argument("--delete-config")
