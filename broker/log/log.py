@@ -1,0 +1,329 @@
+"""A partition's log: an ordered list of segments, with Kafka's read, roll and recovery rules.
+
+Synchronous on purpose: the broker calls it from its event loop. Appends are one `os.write` into
+the page cache (a killed process loses nothing that was written; `flush()` is what fsyncs), and
+reads are an index bisect plus a pread of a few KiB of headers, so no call reads a whole file
+except recovery at open.
+
+Departures from Kafka 0.10.1: no time index, retention or compaction; a segment rolls on size
+only; the index key of an entry is the offset before it rather than its first offset (see
+segment.py), which gives the same lookups without parsing compressed wrappers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.log.errors import InvalidAppend, OffsetOutOfRange
+from broker.log.segment import HEADER, U32_MAX, Segment
+
+CLEAN_SHUTDOWN = ".clean_shutdown"
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index)$")
+# Relative offsets are stored as u32 in the index; Kafka rolls at Int.MaxValue as well.
+_MAX_RELATIVE_OFFSET = (1 << 31) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """A byte range of a segment file, to be pread or sendfile'd.
+
+    Valid until the log is closed, deleted, or truncated below it: rolling keeps old fds open.
+    """
+
+    fd: int
+    position: int
+    length: int
+
+    def read_bytes(self) -> bytes:
+        if self.length <= 0:
+            return b""
+        return os.pread(self.fd, self.length, self.position)
+
+    def __len__(self) -> int:
+        return self.length
+
+
+class Log:
+    """Segments of one partition in `directory`; see the module docstring."""
+
+    def __init__(self, directory: Path, segment_bytes: int, index_interval_bytes: int) -> None:
+        if not 0 < segment_bytes <= U32_MAX:
+            raise ValueError(f"segment_bytes must be in (0, {U32_MAX}], got {segment_bytes}")
+        if index_interval_bytes <= 0:
+            raise ValueError(f"index_interval_bytes must be positive, got {index_interval_bytes}")
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self.index_interval_bytes = index_interval_bytes
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._log_end_offset = 0
+        self._size = 0
+        self._unflushed: set[Segment] = set()
+        self._dir_dirty = False
+        self._closed = False
+
+    # ---- opening and recovery --------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: Path, segment_bytes: int = 1 << 30, index_interval_bytes: int = 4096) -> Log:
+        """Open (creating if needed) and recover the log in `directory`.
+
+        After a clean close the indexes are trusted and only the tail after the last index point
+        is read. Otherwise the last segment is fully validated (size, offset order, CRC) and cut
+        at the first bad entry, and any other segment whose index is missing or inconsistent is
+        rebuilt the same way; a bad entry there also drops every later segment, because the log
+        must stay contiguous.
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, segment_bytes, index_interval_bytes)
+        try:
+            log._load()
+        except BaseException:
+            log._close_fds()
+            raise
+        return log
+
+    def _load(self) -> None:
+        marker = self.directory / CLEAN_SHUTDOWN
+        clean = marker.exists()
+        logs: set[int] = set()
+        indexes: dict[int, Path] = {}
+        for path in self.directory.iterdir():
+            m = _SEGMENT_FILE.match(path.name)
+            if m is None:
+                continue
+            if m.group(2) == "log":
+                logs.add(int(m.group(1)))
+            else:
+                indexes[int(m.group(1))] = path
+        for base, path in indexes.items():
+            if base not in logs:  # left behind by a crash during delete or truncation
+                path.unlink(missing_ok=True)
+        bases = sorted(logs)
+        if not bases:
+            self._segments = [Segment(self.directory, 0, self.index_interval_bytes, create=True)]
+            self._bases = [0]
+            self._dir_dirty = True
+            marker.unlink(missing_ok=True)
+            return
+        next_offset = bases[0]
+        for i, base in enumerate(bases):
+            seg = Segment(self.directory, base, self.index_interval_bytes, create=False)
+            self._segments.append(seg)
+            self._bases.append(base)
+            last = i == len(bases) - 1
+            trusted = (clean or not last) and seg.load_index()
+            if trusted:
+                if last:
+                    next_offset = seg.next_offset_from_index()
+                continue
+            truncated, next_offset = seg.recover()
+            self._unflushed.add(seg)
+            if truncated and not last:
+                for later in bases[i + 1:]:
+                    Segment(self.directory, later, self.index_interval_bytes, create=False).delete()
+                self._dir_dirty = True
+                break
+        self._log_end_offset = next_offset
+        self._size = sum(s.size for s in self._segments)
+        # Removed only now: a crash while loading must recover again next time.
+        marker.unlink(missing_ok=True)
+
+    # ---- properties ------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._bases[0]
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be assigned."""
+        return self._log_end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    @property
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    # ---- append ----------------------------------------------------------------------
+
+    def append(self, data: bytes | memoryview, last_offset: int) -> int:
+        """Append whole entries whose offsets are already assigned; returns their file position.
+
+        `last_offset` is the offset of the last entry in `data`. The active segment rolls first
+        if `data` would take it past `segment_bytes`; `data` is never split across segments.
+        """
+        self._check_open()
+        n = len(data)
+        if n == 0:
+            return self._segments[-1].size
+        if n < HEADER.size:
+            raise InvalidAppend(f"{n} bytes is not a whole entry")
+        first_offset = HEADER.unpack_from(data, 0)[0]
+        if first_offset < self._log_end_offset or last_offset < first_offset:
+            raise InvalidAppend(f"entries at offsets {first_offset}..{last_offset} do not follow "
+                                f"log end offset {self._log_end_offset}")
+        active = self._segments[-1]
+        if active.size > 0 and (active.size + n > self.segment_bytes
+                                or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET):
+            active = self._roll()
+        pos = active.append(data, self._log_end_offset)
+        self._log_end_offset = last_offset + 1
+        self._size += n
+        self._unflushed.add(active)
+        return pos
+
+    def _roll(self) -> Segment:
+        # The new base is the log end offset: every offset in what comes next is >= it, and it
+        # lets an empty last segment tell the log end offset after a restart.
+        seg = Segment(self.directory, self._log_end_offset, self.index_interval_bytes, create=True)
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self._dir_dirty = True
+        return seg
+
+    # ---- read ------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = False, allow_partial: bool = True) -> FileSlice:
+        """Kafka's fetch read (KIP-74) from one segment.
+
+        The slice starts at the first entry whose offset is >= `offset` (so a fetch from inside
+        a compressed wrapper gets the whole wrapper), stops before the first entry whose offset is
+        >= `max_offset`, and holds at most `max_bytes`, possibly ending inside an entry. If the
+        first entry alone exceeds `max_bytes`: `min_one_message` returns it whole, otherwise
+        `allow_partial` (Fetch v0-v2) returns its first `max_bytes` bytes and not
+        `allow_partial` (Fetch v3) returns nothing.
+        """
+        self._check_open()
+        leo = self._log_end_offset
+        if offset == leo:
+            active = self._segments[-1]
+            return FileSlice(active.fd, active.size, 0)
+        if offset < self._bases[0] or offset > leo:
+            raise OffsetOutOfRange(offset, self._bases[0], leo)
+        i = bisect_right(self._bases, offset) - 1
+        if max_offset is not None and max_offset <= offset:
+            seg = self._segments[i]
+            return FileSlice(seg.fd, 0, 0)
+        segments = self._segments
+        while i < len(segments):
+            seg = segments[i]
+            key, pos = seg.lookup(offset)
+            start, first_size, _ = seg.find(offset, pos, seg.size, key)
+            if first_size:
+                break
+            # Nothing at or after `offset` in this segment (a gap at its end): Kafka moves on.
+            i += 1
+        else:
+            active = segments[-1]
+            return FileSlice(active.fd, active.size, 0)
+        limit = max(max_bytes, first_size) if min_one_message else max_bytes
+        if limit <= 0 or (limit < first_size and not allow_partial):
+            return FileSlice(seg.fd, start, 0)
+        end = min(seg.size, start + limit)
+        if max_offset is not None:
+            seg_next = segments[i + 1].base_offset if i + 1 < len(segments) else leo
+            if max_offset < seg_next:
+                _, mpos = seg.lookup(max_offset)
+                end, _, _ = seg.find(max_offset, max(mpos, start), end, 0)
+        return FileSlice(seg.fd, start, end - start)
+
+    # ---- truncation ------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry holding an offset >= `offset` (a follower cutting to its high watermark).
+
+        A compressed wrapper straddling `offset` goes whole, so the log end offset becomes the
+        offset after the last kept entry, which may be below `offset`.
+        """
+        self._check_open()
+        if offset >= self._log_end_offset:
+            return
+        if offset < self._bases[0]:
+            self._truncate_fully_and_start_at(offset)
+            return
+        i = bisect_right(self._bases, offset) - 1
+        for seg in self._segments[i + 1:]:
+            self._unflushed.discard(seg)
+            seg.delete()
+        if len(self._segments) > i + 1:
+            self._dir_dirty = True
+        del self._segments[i + 1:]
+        del self._bases[i + 1:]
+        seg = self._segments[i]
+        key, pos = seg.lookup(offset)
+        cut, _, next_offset = seg.find(offset, pos, seg.size, key)
+        seg.truncate_to_position(cut)
+        self._unflushed.add(seg)
+        self._log_end_offset = next_offset
+        self._size = sum(s.size for s in self._segments)
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self._segments:
+            self._unflushed.discard(seg)
+            seg.delete()
+        seg = Segment(self.directory, offset, self.index_interval_bytes, create=True)
+        self._segments = [seg]
+        self._bases = [offset]
+        self._log_end_offset = offset
+        self._size = 0
+        self._dir_dirty = True
+
+    # ---- durability and lifetime -----------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every segment written since the last flush, and the directory if files changed."""
+        self._check_open()
+        for seg in self._unflushed:
+            seg.flush()
+        self._unflushed.clear()
+        if self._dir_dirty:
+            _fsync_dir(self.directory)
+            self._dir_dirty = False
+
+    def close(self) -> None:
+        """Flush, close every fd and leave the clean-shutdown marker. Idempotent."""
+        if self._closed:
+            return
+        self.flush()
+        self._close_fds()
+        marker = self.directory / CLEAN_SHUTDOWN
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.close(fd)
+        _fsync_dir(self.directory)
+
+    def delete(self) -> None:
+        """Close the log and remove its directory."""
+        self._close_fds()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _close_fds(self) -> None:
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"log {self.directory} is closed")
+
+    def __repr__(self) -> str:
+        return (f"Log({self.directory}, start={self.log_start_offset}, end={self._log_end_offset}, "
+                f"segments={len(self._segments)}, bytes={self._size})")
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

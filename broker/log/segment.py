@@ -1,0 +1,303 @@
+"""One log segment: `<base>.log` holding message-set entries and its sparse `<base>.index`.
+
+Entry layout (message format v0/v1): `offset i64, size i32, message[size]`, the message starting
+with a CRC-32 of its remaining bytes. An entry's offset is the offset of its *last* logical
+message (a compressed wrapper carries its last inner offset).
+
+Index entries are `(relative offset u32, position u32)`, big-endian. The key stored for the entry
+at `position` is the log end offset just before that entry was written (previous entry's offset
++ 1), not the entry's own offset: it is a lower bound of every logical offset inside the entry, so
+a lookup for an offset that falls inside a compressed wrapper lands on that wrapper instead of an
+earlier index point, and truncation at an indexed position knows the new log end offset exactly.
+Every entry before `position` holds only offsets below the key, which is all a lookup needs.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import zlib
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+
+HEADER = struct.Struct(">qi")
+HEADER_SIZE = HEADER.size  # 12: offset i64 + size i32
+_CRC = struct.Struct(">I")
+# crc(4) magic(1) attributes(1) key length(4) value length(4): the smallest v0 message.
+MIN_MESSAGE_SIZE = 14
+U32_MAX = 0xFFFFFFFF
+# Reads start at an index point at most ~index_interval bytes before the wanted entry, so one
+# pread of this size usually covers the whole forward scan.
+READ_CHUNK = 16 * 1024
+RECOVER_CHUNK = 1 << 20
+_LITTLE = sys.byteorder == "little"
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def _u32_array() -> array:
+    a = array("I")
+    if a.itemsize != 4:  # pragma: no cover - every platform we run on has 4-byte unsigned int
+        a = array("L")
+    return a
+
+
+class Segment:
+    """A segment's files, its in-memory index and the bookkeeping appends need.
+
+    The log file is opened once with O_APPEND and that one fd serves appends, preads and
+    `sendfile`; it stays open until `close()`/`delete()` so slices handed out keep working
+    after the log rolls to a new segment.
+    """
+
+    __slots__ = ("base_offset", "log_path", "index_path", "fd", "index_fd", "size",
+                 "index_interval", "_keys", "_positions", "_bytes_since_index")
+
+    def __init__(self, directory: Path, base_offset: int, index_interval: int, *, create: bool) -> None:
+        self.base_offset = base_offset
+        name = segment_name(base_offset)
+        self.log_path = directory / f"{name}.log"
+        self.index_path = directory / f"{name}.index"
+        self.index_interval = index_interval
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
+        if create:
+            flags |= os.O_TRUNC
+        self.fd = os.open(self.log_path, flags, 0o644)
+        try:
+            self.index_fd = os.open(self.index_path, flags, 0o644)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.size = os.fstat(self.fd).st_size
+        self._keys = _u32_array()
+        self._positions = _u32_array()
+        self._bytes_since_index = 0
+
+    # ---- loading and recovery --------------------------------------------------------
+
+    def load_index(self) -> bool:
+        """Read the index file; False if it is missing, torn or inconsistent with the log."""
+        raw = b""
+        want = os.fstat(self.index_fd).st_size
+        if want % 8:
+            return False
+        while len(raw) < want:
+            chunk = os.pread(self.index_fd, want - len(raw), len(raw))
+            if not chunk:
+                return False
+            raw += chunk
+        pairs = _u32_array()
+        pairs.frombytes(raw)
+        if _LITTLE:
+            pairs.byteswap()
+        keys, positions = pairs[0::2], pairs[1::2]
+        for i in range(1, len(keys)):
+            if keys[i] <= keys[i - 1] or positions[i] <= positions[i - 1]:
+                return False
+        if positions:
+            last_pos = positions[-1]
+            if last_pos == 0 or last_pos + HEADER_SIZE > self.size:
+                return False
+            # Positions cannot be checked without a scan, but the last one must at least land on
+            # an entry holding offsets at or above its key.
+            offset, size = HEADER.unpack(os.pread(self.fd, HEADER_SIZE, last_pos))
+            if offset < self.base_offset + keys[-1] or size < MIN_MESSAGE_SIZE \
+                    or last_pos + HEADER_SIZE + size > self.size:
+                return False
+            self._bytes_since_index = self.size - last_pos
+        else:
+            self._bytes_since_index = self.size
+        self._keys, self._positions = keys, positions
+        return True
+
+    def next_offset_from_index(self) -> int:
+        """Next offset after this segment's last entry, trusting the index (clean shutdown)."""
+        key, pos = self.lookup(self.base_offset + U32_MAX)
+        _, _, next_offset = self.find(1 << 63, pos, self.size, key)
+        return next_offset
+
+    def recover(self) -> tuple[int, int]:
+        """Validate every entry, rebuild the index and cut the log at the first bad entry.
+
+        Returns (bytes truncated, next offset). Reads the whole segment, in chunks; this is the
+        unclean-shutdown path only.
+        """
+        fd, base, interval = self.fd, self.base_offset, self.index_interval
+        file_size = os.fstat(fd).st_size
+        keys, positions = _u32_array(), _u32_array()
+        pos = 0
+        next_offset = base
+        since = 0
+        buf = b""
+        buf_start = 0
+        while pos + HEADER_SIZE <= file_size:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(RECOVER_CHUNK, file_size - pos), pos)
+                buf_start, rel = pos, 0
+            offset, size = HEADER.unpack_from(buf, rel)
+            entry_size = HEADER_SIZE + size
+            if (size < MIN_MESSAGE_SIZE or pos + entry_size > file_size or offset < next_offset
+                    or offset - base > U32_MAX):
+                break
+            if rel + entry_size > len(buf):
+                buf = os.pread(fd, min(max(RECOVER_CHUNK, entry_size), file_size - pos), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < entry_size:
+                    break
+            (crc,) = _CRC.unpack_from(buf, rel + HEADER_SIZE)
+            start = rel + HEADER_SIZE + 4
+            if buf[start] > 1 or zlib.crc32(memoryview(buf)[start:rel + entry_size]) != crc:
+                break
+            if since > interval:
+                keys.append(next_offset - base)
+                positions.append(pos)
+                since = 0
+            since += entry_size
+            next_offset = offset + 1
+            pos += entry_size
+        truncated = file_size - pos
+        if truncated:
+            os.ftruncate(fd, pos)
+        self.size = pos
+        self._keys, self._positions = keys, positions
+        self._bytes_since_index = since
+        self._rewrite_index()
+        return truncated, next_offset
+
+    def _rewrite_index(self) -> None:
+        pairs = _u32_array()
+        for k, p in zip(self._keys, self._positions, strict=True):
+            pairs.append(k)
+            pairs.append(p)
+        if _LITTLE:
+            pairs.byteswap()
+        os.ftruncate(self.index_fd, 0)
+        if pairs:
+            _write_all(self.index_fd, pairs.tobytes())
+
+    # ---- append ----------------------------------------------------------------------
+
+    def append(self, data: bytes | memoryview, first_key: int) -> int:
+        """Append whole entries; `first_key` is the log end offset before them. Returns the position."""
+        pos = self.size
+        n = len(data)
+        try:
+            _write_all(self.fd, data)
+        except BaseException:
+            # Never leave a torn entry behind a failed write (ENOSPC, EIO): later appends would
+            # land after garbage and recovery would throw them away.
+            os.ftruncate(self.fd, pos)
+            raise
+        self.size = pos + n
+        since = self._bytes_since_index
+        if since + n <= self.index_interval:
+            # No entry in `data` can start more than index_interval bytes after the last index
+            # point, so the headers need not be walked.
+            self._bytes_since_index = since + n
+            return pos
+        interval, base = self.index_interval, self.base_offset
+        new = _u32_array()
+        key = first_key
+        p = 0
+        while p + HEADER_SIZE <= n:
+            offset, size = HEADER.unpack_from(data, p)
+            if since > interval:
+                self._keys.append(key - base)
+                self._positions.append(pos + p)
+                new.append(key - base)
+                new.append(pos + p)
+                since = 0
+            since += HEADER_SIZE + size
+            key = offset + 1
+            p += HEADER_SIZE + size
+        self._bytes_since_index = since
+        if new:
+            if _LITTLE:
+                new.byteswap()
+            # A kill between the log write and this one only leaves the index sparser.
+            _write_all(self.index_fd, new.tobytes())
+        return pos
+
+    # ---- lookup ----------------------------------------------------------------------
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(key, position) of the last index point whose key is <= offset, else (base, 0)."""
+        i = bisect_right(self._keys, offset - self.base_offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self._keys[i], self._positions[i]
+
+    def find(self, target: int, pos: int, limit: int, key: int) -> tuple[int, int, int]:
+        """Scan entry headers from `pos` for the first entry with offset >= target.
+
+        Returns (position, entry size, next offset before it), with position = limit and size 0
+        when no entry starting before `limit` qualifies. `key` is the next offset before `pos`.
+        Only headers are read; entry bodies are skipped.
+        """
+        fd = self.fd
+        buf = b""
+        buf_start = pos
+        while pos + HEADER_SIZE <= limit:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(READ_CHUNK, limit - pos), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    break
+            offset, size = HEADER.unpack_from(buf, rel)
+            if offset >= target:
+                return pos, HEADER_SIZE + size, key
+            if size < 0:  # only a corrupted file gets here; stop rather than loop backwards
+                break
+            key = offset + 1
+            pos += HEADER_SIZE + size
+        return limit, 0, key
+
+    # ---- truncation and lifetime -----------------------------------------------------
+
+    def truncate_to_position(self, pos: int) -> None:
+        if pos >= self.size:
+            return
+        os.ftruncate(self.fd, pos)
+        self.size = pos
+        keep = bisect_right(self._positions, pos - 1)
+        if keep < len(self._positions):
+            del self._keys[keep:]
+            del self._positions[keep:]
+            os.ftruncate(self.index_fd, keep * 8)
+        self._bytes_since_index = pos - (self._positions[-1] if self._positions else 0)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        os.fsync(self.index_fd)
+
+    def close(self) -> None:
+        for fd in (self.fd, self.index_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self.index_fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.log_path, self.index_path):
+            path.unlink(missing_ok=True)
+
+    @property
+    def index_entries(self) -> list[tuple[int, int]]:
+        """Absolute (key, position) pairs, for tests and tools."""
+        return [(self.base_offset + k, p) for k, p in zip(self._keys, self._positions, strict=True)]
+
+    def __repr__(self) -> str:
+        return f"Segment(base={self.base_offset}, size={self.size}, index={len(self._keys)})"
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
