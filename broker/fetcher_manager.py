@@ -21,8 +21,10 @@ TP = tuple[str, int]
 
 
 class FetcherManager:
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, throttle: FetchThrottle | None = None) -> None:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, throttle: FetchThrottle | None = None,
+                 lag: dict[TP, int] | None = None) -> None:
         self.config = config
+        self.lag = lag
         self.replicas = replicas
         self.throttle = throttle
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
@@ -47,6 +49,8 @@ class FetcherManager:
         if part is None:
             return 0
         n = self.replicas.append_as_follower(part, records, leader_hw)
+        if self.lag is not None:
+            self.lag[tp] = leader_hw - part.log_end_offset
         return n
 
     def truncate_to(self, tp: TP, offset: int) -> None:
@@ -58,7 +62,7 @@ class FetcherManager:
     def restart_at(self, tp: TP, offset: int) -> None:
         part = self._part(tp)
         if part is not None:
-            part.log.truncate_fully_and_start_at(offset)
+            part.log._truncate_fully_and_start_at(offset)  # noqa: SLF001
             part.high_watermark = offset
 
     # assignment ---------------------------------------------------------------------------
@@ -86,6 +90,8 @@ class FetcherManager:
         self.assigned[tp] = key
 
     def remove(self, tp: TP) -> None:
+        if self.lag is not None:
+            self.lag.pop(tp, None)
         key = self.assigned.pop(tp, None)
         if key is not None and key in self.fetchers:
             self.fetchers[key].remove(tp)

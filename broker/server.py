@@ -15,12 +15,14 @@ from broker.apis import ALL_APIS
 from broker.config import BrokerConfig
 from broker.controller import Controller
 from broker.dispatch import Dispatcher
+from broker.dynamic_config import DynamicConfigManager
 from broker.fetcher_manager import FetcherManager
 from broker.metadata import MetadataCache
 from broker.metrics import Registry, serve_metrics
 from broker.network import Listener
 from broker.replica_manager import ReplicaManager
 from broker.signal import Signal
+from broker.throttles import ReplicationThrottles
 from broker.zk import NodeExistsError, NoNodeError, ZkClient
 from fetcher.connection import KafkaConnection
 from protocol.errors import ErrorCode
@@ -42,7 +44,12 @@ class Broker:
         self.metadata = MetadataCache()
         self.metadata_updated = Signal()
         self.replicas = ReplicaManager(config, self.zk, self.metrics)
-        self.fetchers = FetcherManager(config, self.replicas)
+        self.throttles = ReplicationThrottles(self.broker_id, config.replication_quota_window_num,
+                                              config.replication_quota_window_size_seconds,
+                                              lambda: time.monotonic() * 1000)
+        self.fetchers = FetcherManager(config, self.replicas, self.throttles, self.throttles.follower_lag)
+        self.dynamic_config = DynamicConfigManager(self.zk, {
+            "brokers": self._on_broker_config, "topics": self._on_topic_config})
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable)
         self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,
                            self.metadata_updated)
@@ -51,8 +58,17 @@ class Broker:
         lst = config.listeners[0]
         self.listener = Listener(self.dispatcher, lst.host, lst.port, config.socket_request_max_bytes)
         self._metrics_server: asyncio.Server | None = None
-        self.metrics.gauge("sum_replica_lag", "Messages the followers of led partitions are behind",
-                           lambda: [({}, self.replicas.sum_replica_lag())])
+        m = self.metrics
+        m.gauge("sum_replica_lag", "Messages the followers of led partitions are behind",
+                lambda: [({}, self.replicas.sum_replica_lag())])
+        m.gauge("leader_replication_throttled_rate", "Throttled replication bytes/s sent as leader (KIP-73)",
+                lambda: [({}, self.throttles.leader.measured_rate())])
+        m.gauge("follower_replication_throttled_rate", "Throttled replication bytes/s fetched as follower (KIP-73)",
+                lambda: [({}, self.throttles.follower.measured_rate())])
+        m.gauge("leader_replication_throttle_bytes_per_second", "Leader throttle in force (absent: unlimited)",
+                lambda: [] if self.throttles.leader.quota is None else [({}, self.throttles.leader.quota)])
+        m.gauge("follower_replication_throttle_bytes_per_second", "Follower throttle in force (absent: unlimited)",
+                lambda: [] if self.throttles.follower.quota is None else [({}, self.throttles.follower.quota)])
 
     @property
     def cluster_id(self) -> str:
@@ -60,6 +76,19 @@ class Broker:
 
     def metadata_changed(self) -> None:
         self.metadata_updated.fire()
+
+    # ---- dynamic config ----------------------------------------------------------------
+
+    async def _on_broker_config(self, name: str, config: dict[str, str]) -> None:
+        self.throttles.on_broker_config(name, config)
+
+    async def _on_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        self.topic_configs[topic] = config
+        self.throttles.on_topic_config(topic, config)
+        min_isr = self._topic_int(topic, config, "min.insync.replicas", self.config.min_insync_replicas)
+        for part in self.replicas.partitions.values():
+            if part.topic == topic:
+                part.min_insync_replicas = min_isr
 
     # ---- roles -------------------------------------------------------------------------
 
@@ -160,6 +189,7 @@ class Broker:
         self.replicas.start()
         await self._register(new_session=True)
         self.zk.on_session(self._on_session)
+        await self.dynamic_config.start()
         await self.controller.start()
         addr = self.config.metrics_address
         if addr:

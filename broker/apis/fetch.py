@@ -1,13 +1,21 @@
-"""Fetch (key 1), versions 0-3, with KIP-74's response-wide max_bytes.
+"""Fetch (key 1), versions 0-3, with KIP-74's response-wide max_bytes and KIP-73's leader throttle.
 
-For each partition in request order the log is read up to min(partition max_bytes,
-what is left of the response limit). Until a partition has returned data, the first
-message is returned whole even if larger than both limits (v3); after that, a v3
-partition whose first message does not fit gets empty records and no error, while
-v0-v2 return a partial message as Kafka 0.10 did. Consumers (replica_id < 0) read up
-to the high watermark; followers up to the log end. replica_id -2 (debug consumer)
-may read from a non-leader. The response waits up to max_wait_ms for min_bytes,
-woken by appends. Record bytes travel as slices of the segment files.
+For each partition in request order the log is read up to min(partition max_bytes, what
+is left of the response limit). Until a partition has returned data, the first message
+is returned whole even if larger than both limits (v3); after that, a v3 partition whose
+first message does not fit gets empty records and no error, while v0-v2 return a partial
+message as Kafka 0.10 did. Consumers (replica_id < 0) read up to the high watermark;
+followers up to the log end. replica_id -2 (debug consumer) may read from a non-leader.
+The response waits up to max_wait_ms for min_bytes, woken by appends. Record bytes travel
+as slices of the segment files.
+
+Follower fetches (replica_id >= 0) first record the follower's fetch offset (ISR
+bookkeeping). A partition listed in `leader.replication.throttled.replicas` whose
+follower is out of the ISR is answered with empty records and the normal high watermark
+while the leader quota is exceeded (KAFKA-4313 keeps in-sync replicas unthrottled); it
+costs nothing of the response budget and counts nothing toward min_bytes. The bytes of
+every throttled partition in the response, in-sync ones included, are recorded when the
+response is sent.
 """
 
 from __future__ import annotations
@@ -30,15 +38,17 @@ def decode(buf: memoryview, version: int) -> dict[str, Any]:
     return decode_fetch_request(buf, version)
 
 
-def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int]:
     broker = ctx.broker
     rm = broker.replicas
     version = ctx.api_version
     replica_id = request["replica_id"]
     consumer = replica_id < 0
+    leader_quota = broker.throttles.leader
+    exceeded: bool | None = None  # measured at most once per pass
     limit = request.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF
     min_one = version >= 3
-    total = 0
+    total = throttled_bytes = 0
     responses = []
     for topic in request["topics"]:
         name = topic["topic"]
@@ -55,12 +65,18 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
             if part.leader != broker.broker_id and replica_id != DEBUG_REPLICA_ID:
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
                 continue
+            throttled = False
             if not consumer:
                 rm.record_follower_fetch(part, replica_id, fp["fetch_offset"])
+                throttled = leader_quota.is_throttled(name, idx)
+                if throttled and replica_id not in part.isr:
+                    if exceeded is None:
+                        exceeded = leader_quota.is_quota_exceeded()
+                    if exceeded:
+                        out["high_watermark"] = part.high_watermark
+                        continue
             out["high_watermark"] = part.high_watermark
-            size = min(fp["partition_max_bytes"], limit)
-            if size < 0:
-                size = 0
+            size = max(0, min(fp["partition_max_bytes"], limit))
             try:
                 sl = rm.read(part, fp["fetch_offset"], size, consumer=consumer,
                              min_one_message=min_one, allow_partial=version < 3)
@@ -71,11 +87,13 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
                 data = sl.read_bytes()
                 out["records"] = data
                 total += len(data)
+                if throttled:
+                    throttled_bytes += len(data)
                 if version >= 3:
                     limit -= len(data)
                     min_one = False
         responses.append({"topic": name, "partitions": parts})
-    return responses, total
+    return responses, total, throttled_bytes
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
@@ -83,9 +101,11 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
     min_bytes = request["min_bytes"]
     while True:
-        responses, total = _read_all(ctx, request)
+        responses, total, throttled_bytes = _read_all(ctx, request)
         remaining = deadline - time.monotonic()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if total >= min_bytes or remaining <= 0 or errors:
+            if throttled_bytes:
+                ctx.broker.throttles.leader.record(throttled_bytes)
             return encode_fetch_response(ctx.api_version, 0, responses)
         await rm.appended.wait(remaining)

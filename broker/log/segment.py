@@ -55,7 +55,7 @@ class Segment:
     """
 
     __slots__ = ("base_offset", "log_path", "index_path", "fd", "index_fd", "size",
-                 "index_interval", "_keys", "_positions", "_bytes_since_index")
+                 "index_interval", "index_existed", "_keys", "_positions", "_bytes_since_index")
 
     def __init__(self, directory: Path, base_offset: int, index_interval: int, *, create: bool) -> None:
         self.base_offset = base_offset
@@ -66,6 +66,8 @@ class Segment:
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
         if create:
             flags |= os.O_TRUNC
+        # O_CREAT would turn a missing index into an empty, valid-looking one: remember it.
+        self.index_existed = not create and self.index_path.exists()
         self.fd = os.open(self.log_path, flags, 0o644)
         try:
             self.index_fd = os.open(self.index_path, flags, 0o644)
@@ -81,6 +83,8 @@ class Segment:
 
     def load_index(self) -> bool:
         """Read the index file; False if it is missing, torn or inconsistent with the log."""
+        if not self.index_existed:
+            return False
         raw = b""
         want = os.fstat(self.index_fd).st_size
         if want % 8:
