@@ -1,0 +1,44 @@
+"""Request header v1/v2 and response header v0/v1.
+
+The header is decoded before anything is known about the API, so an unknown key or version
+never fails here: such a header is read as v1 and the dispatcher answers or closes. Request
+header v2 keeps client_id a classic nullable string (as Kafka does) and adds a tagged section.
+ApiVersions responses always use header v0, even at flexible versions, because a client
+must be able to read the answer before it knows what the broker speaks.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from protocol.primitives import Reader
+from protocol.schema import flexible
+
+API_VERSIONS = 18
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
+    r = Reader(buf)
+    key, version, correlation_id = r.int16(), r.int16(), r.int32()
+    n = r.int16()
+    if n < 0:
+        client_id = None
+    else:
+        # Lenient on bad UTF-8: a client id is only ever logged and used as a quota key.
+        client_id = bytes(r.raw(n)).decode("utf-8", "replace")
+    if flexible(key, version, request=True):
+        r.tagged_fields()
+    return RequestHeader(key, version, correlation_id, client_id), r.pos
+
+
+def encode_response_header(correlation_id: int, api_key: int, version: int) -> bytes:
+    if api_key != API_VERSIONS and flexible(api_key, version, request=False):
+        return correlation_id.to_bytes(4, "big", signed=True) + b"\x00"
+    return correlation_id.to_bytes(4, "big", signed=True)

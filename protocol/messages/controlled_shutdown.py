@@ -1,0 +1,25 @@
+"""ControlledShutdown (key 7), versions 0-1: request and response fields.
+
+Declared from Kafka's ControlledShutdownRequest.json and ControlledShutdownResponse.json; fields that only exist
+in later versions are left out. Field names are Kafka's, in snake_case.
+"""
+
+from protocol.declare import F
+
+API_KEY = 7
+NAME = 'ControlledShutdown'
+VERSIONS = (0, 1)
+FLEXIBLE_REQUEST_FROM = None
+FLEXIBLE_RESPONSE_FROM = None
+
+REQUEST = (
+    F('broker_id', 'int32', (0, 1)),
+)
+
+RESPONSE = (
+    F('error_code', 'int16', (0, 1)),
+    F('remaining_partitions', '[]struct', (0, 1), fields=(
+        F('topic_name', 'string', (0, 1)),
+        F('partition_index', 'int32', (0, 1)),
+    )),
+)

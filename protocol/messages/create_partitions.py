@@ -1,0 +1,34 @@
+"""CreatePartitions (key 37), versions 0-3: request and response fields.
+
+Declared from Kafka's CreatePartitionsRequest.json and CreatePartitionsResponse.json; fields that only exist
+in later versions are left out. Field names are Kafka's, in snake_case.
+"""
+
+from protocol.declare import F
+
+API_KEY = 37
+NAME = 'CreatePartitions'
+VERSIONS = (0, 3)
+FLEXIBLE_REQUEST_FROM = 2
+FLEXIBLE_RESPONSE_FROM = 2
+
+REQUEST = (
+    F('topics', '[]struct', (0, 3), fields=(
+        F('name', 'string', (0, 3)),
+        F('count', 'int32', (0, 3)),
+        F('assignments', '[]struct', (0, 3), nullable=(0, 3), fields=(
+            F('broker_ids', '[]int32', (0, 3)),
+        )),
+    )),
+    F('timeout_ms', 'int32', (0, 3)),
+    F('validate_only', 'bool', (0, 3)),
+)
+
+RESPONSE = (
+    F('throttle_time_ms', 'int32', (0, 3)),
+    F('results', '[]struct', (0, 3), fields=(
+        F('name', 'string', (0, 3)),
+        F('error_code', 'int16', (0, 3)),
+        F('error_message', 'string', (0, 3), nullable=(0, 3), default=None),
+    )),
+)

@@ -1,0 +1,42 @@
+"""LeaderAndIsr (key 4), versions 0-0: request and response fields.
+
+Declared from Kafka's LeaderAndIsrRequest.json and LeaderAndIsrResponse.json; fields that only exist
+in later versions are left out. Field names are Kafka's, in snake_case.
+"""
+
+from protocol.declare import F
+
+API_KEY = 4
+NAME = 'LeaderAndIsr'
+VERSIONS = (0, 0)
+FLEXIBLE_REQUEST_FROM = None
+FLEXIBLE_RESPONSE_FROM = None
+
+REQUEST = (
+    F('controller_id', 'int32', (0, 0)),
+    F('controller_epoch', 'int32', (0, 0)),
+    F('ungrouped_partition_states', '[]struct', (0, 0), fields=(
+        F('topic_name', 'string', (0, 0)),
+        F('partition_index', 'int32', (0, 0)),
+        F('controller_epoch', 'int32', (0, 0)),
+        F('leader', 'int32', (0, 0)),
+        F('leader_epoch', 'int32', (0, 0)),
+        F('isr', '[]int32', (0, 0)),
+        F('partition_epoch', 'int32', (0, 0)),
+        F('replicas', '[]int32', (0, 0)),
+    )),
+    F('live_leaders', '[]struct', (0, 0), fields=(
+        F('broker_id', 'int32', (0, 0)),
+        F('host_name', 'string', (0, 0)),
+        F('port', 'int32', (0, 0)),
+    )),
+)
+
+RESPONSE = (
+    F('error_code', 'int16', (0, 0)),
+    F('partition_errors', '[]struct', (0, 0), fields=(
+        F('topic_name', 'string', (0, 0)),
+        F('partition_index', 'int32', (0, 0)),
+        F('error_code', 'int16', (0, 0)),
+    )),
+)

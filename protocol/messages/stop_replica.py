@@ -1,0 +1,32 @@
+"""StopReplica (key 5), versions 0-0: request and response fields.
+
+Declared from Kafka's StopReplicaRequest.json and StopReplicaResponse.json; fields that only exist
+in later versions are left out. Field names are Kafka's, in snake_case.
+"""
+
+from protocol.declare import F
+
+API_KEY = 5
+NAME = 'StopReplica'
+VERSIONS = (0, 0)
+FLEXIBLE_REQUEST_FROM = None
+FLEXIBLE_RESPONSE_FROM = None
+
+REQUEST = (
+    F('controller_id', 'int32', (0, 0)),
+    F('controller_epoch', 'int32', (0, 0)),
+    F('delete_partitions', 'bool', (0, 0)),
+    F('ungrouped_partitions', '[]struct', (0, 0), fields=(
+        F('topic_name', 'string', (0, 0)),
+        F('partition_index', 'int32', (0, 0)),
+    )),
+)
+
+RESPONSE = (
+    F('error_code', 'int16', (0, 0)),
+    F('partition_errors', '[]struct', (0, 0), fields=(
+        F('topic_name', 'string', (0, 0)),
+        F('partition_index', 'int32', (0, 0)),
+        F('error_code', 'int16', (0, 0)),
+    )),
+)
