@@ -1,0 +1,132 @@
+"""struct codecs for the data path: Produce v0-2 requests, Fetch v0-3 requests and responses.
+
+Same dict shapes as protocol.schema (which the tests hold them to), but record sets stay
+zero-copy memoryview slices of the request, and a fetch response is returned as a list of
+byte pieces so that log bytes are never copied into one big buffer.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from protocol.errors import ProtocolError
+
+_H = struct.Struct(">h")
+_I = struct.Struct(">i")
+_II = struct.Struct(">ii")
+_HI = struct.Struct(">hi")
+_IQI = struct.Struct(">iqi")
+_IHQI = struct.Struct(">ihqi")
+_IIII = struct.Struct(">iiii")
+_III = struct.Struct(">iii")
+_MAX_INT = 0x7FFFFFFF
+
+
+class _Cursor:
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf: bytes | memoryview) -> None:
+        self.buf = memoryview(buf)
+        self.pos = 0
+        self.end = len(self.buf)
+
+    def need(self, n: int) -> int:
+        p = self.pos
+        if p + n > self.end:
+            raise ProtocolError(f"truncated at byte {p}")
+        self.pos = p + n
+        return p
+
+    def unpack(self, s: struct.Struct) -> tuple[Any, ...]:
+        return s.unpack_from(self.buf, self.need(s.size))
+
+    def string(self) -> str:
+        (n,) = _H.unpack_from(self.buf, self.need(2))
+        if n < 0:
+            raise ProtocolError("null topic name")
+        p = self.need(n)
+        try:
+            return str(self.buf[p:p + n], "utf-8")
+        except UnicodeDecodeError as e:
+            raise ProtocolError("topic name is not UTF-8") from e
+
+    def count(self, min_item: int) -> int:
+        (n,) = _I.unpack_from(self.buf, self.need(4))
+        if n < 0 or n * min_item > self.end - self.pos:
+            raise ProtocolError(f"impossible array length {n}")
+        return n
+
+
+def decode_produce_request(buf: bytes | memoryview, version: int) -> dict[str, Any]:
+    if not 0 <= version <= 2:
+        raise ProtocolError(f"Produce v{version} is not served")
+    c = _Cursor(buf)
+    acks, timeout_ms = c.unpack(_HI)
+    topics = []
+    for _ in range(c.count(6)):
+        name = c.string()
+        parts = []
+        for _ in range(c.count(8)):
+            index, size = c.unpack(_II)
+            if size < 0:
+                if size != -1:
+                    raise ProtocolError(f"invalid record set length {size}")
+                records = None
+            else:
+                p = c.need(size)
+                records = c.buf[p:p + size]
+            parts.append({"index": index, "records": records})
+        topics.append({"name": name, "partition_data": parts})
+    return {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms, "topic_data": topics}
+
+
+def decode_fetch_request(buf: bytes | memoryview, version: int) -> dict[str, Any]:
+    if not 0 <= version <= 3:
+        raise ProtocolError(f"Fetch v{version} is not served")
+    c = _Cursor(buf)
+    if version >= 3:
+        replica_id, max_wait_ms, min_bytes, max_bytes = c.unpack(_IIII)
+    else:
+        replica_id, max_wait_ms, min_bytes = c.unpack(_III)
+        max_bytes = _MAX_INT
+    topics = []
+    for _ in range(c.count(6)):
+        name = c.string()
+        parts = []
+        for _ in range(c.count(16)):
+            partition, fetch_offset, partition_max_bytes = c.unpack(_IQI)
+            parts.append({"partition": partition, "fetch_offset": fetch_offset,
+                          "partition_max_bytes": partition_max_bytes})
+        topics.append({"topic": name, "partitions": parts})
+    return {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+            "topics": topics}
+
+
+def encode_fetch_response(version: int, throttle_time_ms: int, responses: list[dict[str, Any]]) -> list[bytes]:
+    pieces: list[bytes] = []
+    head = bytearray()
+    if version >= 1:
+        head += _I.pack(throttle_time_ms)
+    head += _I.pack(len(responses))
+    for t in responses:
+        name = t["topic"].encode()
+        head += _H.pack(len(name)) + name
+        parts = t["partitions"]
+        head += _I.pack(len(parts))
+        for p in parts:
+            records = p["records"]
+            if records is None:
+                head += _IHQI.pack(p["partition_index"], p["error_code"], p["high_watermark"], -1)
+                continue
+            head += _IHQI.pack(p["partition_index"], p["error_code"], p["high_watermark"], len(records))
+            if len(records) > 4096:
+                # Large record sets travel as their own piece rather than being copied into head.
+                pieces.append(bytes(head))
+                pieces.append(records)
+                head = bytearray()
+            else:
+                head += records
+    if head:
+        pieces.append(bytes(head))
+    return pieces

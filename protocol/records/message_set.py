@@ -1,0 +1,295 @@
+"""Message sets of format v0 and v1 (magic 0/1): validation, offset assignment, building, reading.
+
+A log entry is `offset int64, size int32, message`, and a message is
+`crc uint32, magic int8, attributes int8, [timestamp int64 if magic 1], key bytes, value bytes`,
+the CRC covering magic..end. Attributes bits 0-2 name the codec of a wrapper message whose
+value is itself a message set.
+
+Offsets are assigned the way Kafka 0.10 does it, touching as little as possible:
+- uncompressed messages get their 8-byte offset fields rewritten in place (the CRC does not
+  cover the offset);
+- a magic-1 wrapper keeps its inner relative offsets 0..n-1 (KIP-31) and only the wrapper
+  takes the absolute offset of its last inner message, so nothing is recompressed;
+- a magic-0 wrapper needs absolute inner offsets, so it is decompressed, renumbered and
+  recompressed with the same codec.
+RecordBatch v2 input (magic 2, e.g. aiokafka's producer even inside Produce v2) is converted
+to uncompressed magic-1 messages; see protocol.records.record_batch.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from protocol.records import compression
+from protocol.records.errors import RecordsError
+
+_ENTRY = struct.Struct(">qi")  # offset, size
+_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_OFFSET = struct.Struct(">q")
+LOG_OVERHEAD = 12
+MIN_MESSAGE = {0: 14, 1: 22}  # crc, magic, attributes, [timestamp], key length, value length
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+NO_TIMESTAMP = -1
+
+
+@dataclass
+class AppendInfo:
+    buffer: bytes
+    first_offset: int
+    last_offset: int
+    count: int
+    max_timestamp: int
+    codec: int
+    magic: int
+
+
+@dataclass(frozen=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def scan_entries(buf: bytes | bytearray | memoryview, start: int = 0) -> Iterator[tuple[int, int, int]]:
+    """(position, offset, length with the 12-byte log overhead) of each complete entry.
+
+    Stops silently at a partial or impossible entry: fetch responses and torn log tails end so.
+    """
+    end = len(buf)
+    pos = start
+    while pos + LOG_OVERHEAD <= end:
+        offset, size = _ENTRY.unpack_from(buf, pos)
+        if size < MIN_MESSAGE[0] or pos + LOG_OVERHEAD + size > end:
+            return
+        yield pos, offset, LOG_OVERHEAD + size
+        pos += LOG_OVERHEAD + size
+
+
+def _magic_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
+    return buf[pos + 16] if pos + 16 < len(buf) else -1
+
+
+def _key_value(buf: bytes | bytearray | memoryview, p: int, end: int) -> tuple[bytes | None, bytes | None]:
+    """Key and value of a message whose key length field is at p; raises on overrun."""
+    out: list[bytes | None] = []
+    for _ in range(2):
+        if p + 4 > end:
+            raise RecordsError.corrupt("message shorter than its key/value lengths")
+        (n,) = _I32.unpack_from(buf, p)
+        p += 4
+        if n < 0:
+            if n != -1:
+                raise RecordsError.corrupt(f"negative length {n}")
+            out.append(None)
+            continue
+        if p + n > end:
+            raise RecordsError.corrupt("key or value overruns its message")
+        out.append(bytes(buf[p:p + n]))
+        p += n
+    if p != end:
+        raise RecordsError.corrupt("message size disagrees with its key and value")
+    return out[0], out[1]
+
+
+class _Message:
+    __slots__ = ("pos", "offset", "size", "crc", "magic", "attributes", "timestamp", "kv_at", "end")
+
+    def __init__(self, buf: bytes | bytearray | memoryview, pos: int, check_crc: bool) -> None:
+        if pos + LOG_OVERHEAD > len(buf):
+            raise RecordsError.corrupt("truncated log entry header")
+        self.pos = pos
+        self.offset, self.size = _ENTRY.unpack_from(buf, pos)
+        self.end = pos + LOG_OVERHEAD + self.size
+        if self.size < MIN_MESSAGE[0] or self.end > len(buf):
+            raise RecordsError.corrupt(f"bad message size {self.size} at {pos}")
+        self.crc, self.magic, self.attributes = _HEAD.unpack_from(buf, pos + LOG_OVERHEAD)
+        if self.magic not in (0, 1):
+            raise RecordsError.corrupt(f"unknown magic {self.magic}")
+        if self.size < MIN_MESSAGE[self.magic]:
+            raise RecordsError.corrupt(f"message of {self.size} bytes is too short for magic {self.magic}")
+        body = pos + LOG_OVERHEAD + 4
+        if check_crc and zlib.crc32(buf[body:self.end]) != self.crc:
+            raise RecordsError.corrupt(f"CRC mismatch in message at offset {self.offset}")
+        if self.magic == 1:
+            (self.timestamp,) = _I64.unpack_from(buf, body + 2)
+            self.kv_at = body + 10
+        else:
+            self.timestamp = NO_TIMESTAMP
+            self.kv_at = body + 2
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    def key_value(self, buf: bytes | bytearray | memoryview) -> tuple[bytes | None, bytes | None]:
+        return _key_value(buf, self.kv_at, self.end)
+
+
+def _encode_message(magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
+    parts = [struct.pack(">bb", magic, attributes)]
+    if magic == 1:
+        parts.append(_I64.pack(timestamp))
+    for b in (key, value):
+        if b is None:
+            parts.append(_I32.pack(-1))
+        else:
+            parts.append(_I32.pack(len(b)))
+            parts.append(bytes(b))
+    body = b"".join(parts)
+    return struct.pack(">I", zlib.crc32(body)) + body
+
+
+def encode_entry(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None,
+                 value: bytes | None) -> bytes:
+    msg = _encode_message(magic, attributes, timestamp, key, value)
+    return _ENTRY.pack(offset, len(msg)) + msg
+
+
+def build_message_set(records: list[tuple[bytes | None, bytes | None, int]], magic: int = 1, codec: int = 0,
+                      base_offset: int = 0) -> bytes:
+    """Entries for (key, value, timestamp_ms) records; one compressed wrapper when codec != 0."""
+    ts = (lambda t: t) if magic == 1 else (lambda t: NO_TIMESTAMP)
+    if codec == compression.NONE:
+        return b"".join(encode_entry(base_offset + i, magic, 0, ts(t), k, v) for i, (k, v, t) in enumerate(records))
+    # Magic 1 wrappers hold relative inner offsets (KIP-31); magic 0 ones absolute offsets.
+    inner_base = 0 if magic == 1 else base_offset
+    inner = b"".join(encode_entry(inner_base + i, magic, 0, ts(t), k, v) for i, (k, v, t) in enumerate(records))
+    wrapper_ts = max((t for _, _, t in records), default=NO_TIMESTAMP) if magic == 1 else NO_TIMESTAMP
+    return encode_entry(base_offset + len(records) - 1, magic, codec, wrapper_ts, None,
+                        compression.compress(codec, inner, magic))
+
+
+def _inner_messages(buf: bytes, check_crc: bool, wrapper_magic: int) -> list[_Message]:
+    msgs = []
+    pos = 0
+    while pos < len(buf):
+        m = _Message(buf, pos, check_crc)
+        if m.codec != compression.NONE:
+            raise RecordsError.corrupt("nested compression")
+        if m.magic != wrapper_magic:
+            raise RecordsError.corrupt("inner message magic differs from its wrapper")
+        msgs.append(m)
+        pos = m.end
+    if not msgs:
+        raise RecordsError.corrupt("empty compressed wrapper")
+    return msgs
+
+
+def validate_and_assign(data: bytes | bytearray | memoryview, base_offset: int | None, now_ms: int) -> AppendInfo:
+    """Checks every message and, for a leader append, assigns offsets from base_offset.
+
+    With base_offset None (a follower append) offsets are kept as the leader assigned them.
+    """
+    if len(data) == 0:
+        raise RecordsError.corrupt("empty record set")
+    if _magic_at(data, 0) == 2:
+        from protocol.records.record_batch import batches_to_message_set
+
+        if base_offset is None:
+            raise RecordsError.corrupt("a follower log holds magic 1, not record batches")
+        data = batches_to_message_set(data, base_offset)
+    out = bytearray(data)
+    next_offset = base_offset
+    first = last = None
+    count = 0
+    max_ts = NO_TIMESTAMP
+    codec = compression.NONE
+    magic = -1
+    pos = 0
+    while pos < len(out):
+        m = _Message(out, pos, True)
+        magic = m.magic
+        if m.codec == compression.NONE:
+            n = 1
+            if next_offset is not None:
+                _OFFSET.pack_into(out, pos, next_offset)
+                m_first = m_last = next_offset
+            else:
+                m_first = m_last = m.offset
+            max_ts = max(max_ts, m.timestamp)
+            end = m.end
+        else:
+            codec = m.codec
+            _, value = m.key_value(out)
+            if value is None:
+                raise RecordsError.corrupt("compressed wrapper without a value")
+            inner_buf = compression.decompress(m.codec, value)
+            inner = _inner_messages(inner_buf, True, m.magic)
+            n = len(inner)
+            for im in inner:
+                max_ts = max(max_ts, im.timestamp)
+            if next_offset is None:
+                m_last = m.offset
+                m_first = inner[0].offset if m.magic == 0 else m.offset - (n - 1)
+                end = m.end
+            else:
+                m_first, m_last = next_offset, next_offset + n - 1
+                relative = all(im.offset == i for i, im in enumerate(inner))
+                if m.magic == 1 and relative:
+                    _OFFSET.pack_into(out, pos, m_last)
+                    end = m.end
+                else:
+                    # Renumber and recompress: magic 0 needs absolute inner offsets, and a magic-1
+                    # wrapper that arrived with odd inner offsets is normalised to 0..n-1.
+                    base_inner = m_first if m.magic == 0 else 0
+                    inner_bytes = b"".join(
+                        encode_entry(base_inner + i, im.magic, 0, im.timestamp, *im.key_value(inner_buf))
+                        for i, im in enumerate(inner))
+                    entry = encode_entry(m_last, m.magic, m.attributes, m.timestamp, None,
+                                         compression.compress(m.codec, inner_bytes, m.magic))
+                    out[pos:m.end] = entry
+                    end = pos + len(entry)
+            if m.magic == 1:
+                max_ts = max(max_ts, m.timestamp)
+        if first is None:
+            first = m_first
+        elif last is not None and m_first <= last:
+            raise RecordsError.corrupt("offsets are not increasing")
+        last = m_last
+        count += n
+        if next_offset is not None:
+            next_offset += n
+        pos = end
+    assert first is not None and last is not None
+    return AppendInfo(bytes(out), first, last, count, max_ts, codec, magic)
+
+
+def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
+    """Every record, compressed wrappers flattened to absolute offsets; a cut-off tail is ignored."""
+    buf = memoryview(data)
+    out: list[Record] = []
+    pos = 0
+    while pos + LOG_OVERHEAD <= len(buf):
+        if _magic_at(buf, pos) == 2:
+            from protocol.records.record_batch import decode_batch
+
+            batch = decode_batch(buf, pos)
+            if batch is None:
+                break
+            records, pos = batch
+            out.extend(records)
+            continue
+        offset, size = _ENTRY.unpack_from(buf, pos)
+        if pos + LOG_OVERHEAD + size > len(buf):
+            break
+        m = _Message(buf, pos, True)
+        key, value = m.key_value(buf)
+        if m.codec == compression.NONE:
+            out.append(Record(m.offset, m.timestamp, key, value))
+        else:
+            inner_buf = compression.decompress(m.codec, value or b"")
+            inner = _inner_messages(inner_buf, True, m.magic)
+            n = len(inner)
+            for im in inner:
+                abs_offset = im.offset if m.magic == 0 else m.offset - (n - 1) + im.offset
+                k, v = im.key_value(inner_buf)
+                out.append(Record(abs_offset, im.timestamp, k, v))
+        pos = m.end
+    return out

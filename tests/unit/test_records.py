@@ -1,0 +1,178 @@
+"""Message format v0/v1 with every codec, RecordBatch v2 conversion, and kafka-python as the cross-check."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record import MemoryRecords
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+from protocol.errors import ErrorCode
+from protocol.records import compression
+from protocol.records.errors import RecordsError
+from protocol.records.message_set import build_message_set, decode_records, scan_entries, validate_and_assign
+
+CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4]
+
+
+def recs(n: int) -> list[tuple[bytes | None, bytes | None, int]]:
+    return [(None if i % 5 == 0 else b"k%d" % i, b"value-%d" % i * (i % 4 + 1), 1_700_000_000_000 + i)
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", CODECS)
+def test_round_trip_assigns_offsets(magic: int, codec: int) -> None:
+    data = build_message_set(recs(7), magic=magic, codec=codec)
+    info = validate_and_assign(data, 1000, 0)
+    assert (info.first_offset, info.last_offset, info.count) == (1000, 1006, 7)
+    got = decode_records(info.buffer)
+    assert [r.offset for r in got] == list(range(1000, 1007))
+    assert [(r.key, r.value) for r in got] == [(k, v) for k, v, _ in recs(7)]
+    if magic == 1:
+        assert [r.timestamp for r in got] == [t for _, _, t in recs(7)]
+        assert info.max_timestamp == recs(7)[-1][2]
+    # A follower appends the leader's bytes unchanged and learns the same offsets.
+    again = validate_and_assign(info.buffer, None, 0)
+    assert (again.first_offset, again.last_offset, again.buffer) == (1000, 1006, info.buffer)
+
+
+def test_uncompressed_offsets_are_rewritten_in_place() -> None:
+    data = build_message_set(recs(3), magic=1)
+    info = validate_and_assign(data, 42, 0)
+    assert len(info.buffer) == len(data)
+    assert [o for _, o, _ in scan_entries(info.buffer)] == [42, 43, 44]
+    assert info.buffer[8:] [:4] == data[8:12]  # sizes (and so CRCs and bodies) untouched
+
+
+def test_magic1_wrapper_keeps_relative_inner_offsets_without_recompressing() -> None:
+    data = build_message_set(recs(5), magic=1, codec=compression.GZIP)
+    info = validate_and_assign(data, 10, 0)
+    assert info.buffer[8:] == data[8:]  # only the wrapper's offset changed
+    assert [o for _, o, _ in scan_entries(info.buffer)] == [14]
+
+
+def test_magic0_wrapper_gets_absolute_inner_offsets() -> None:
+    data = build_message_set(recs(4), magic=0, codec=compression.SNAPPY)
+    info = validate_and_assign(data, 100, 0)
+    inner = compression.decompress(compression.SNAPPY, decode_wrapper_value(info.buffer))
+    assert [o for _, o, _ in scan_entries(inner)] == [100, 101, 102, 103]
+
+
+def decode_wrapper_value(buf: bytes) -> bytes:
+    pos = 12 + 4 + 2  # entry header, crc, magic, attributes (magic 0: no timestamp)
+    (klen,) = struct.unpack_from(">i", buf, pos)
+    pos += 4 + max(klen, 0)
+    (vlen,) = struct.unpack_from(">i", buf, pos)
+    return buf[pos + 4:pos + 4 + vlen]
+
+
+def test_bad_crc_is_corrupt_message() -> None:
+    data = bytearray(build_message_set(recs(3), magic=1))
+    data[-1] ^= 0xFF
+    with pytest.raises(RecordsError) as e:
+        validate_and_assign(data, 0, 0)
+    assert e.value.error_code == ErrorCode.CORRUPT_MESSAGE
+
+
+@pytest.mark.parametrize("bad", [b"", b"\x00" * 11, b"\x00" * 12 + b"\xff\xff\xff\xff"])
+def test_malformed_sets_are_corrupt(bad: bytes) -> None:
+    with pytest.raises(RecordsError):
+        validate_and_assign(bad, 0, 0)
+
+
+def test_truncated_tail_is_tolerated_by_readers() -> None:
+    data = build_message_set(recs(6), magic=1)
+    cut = data[:-5]
+    assert len(list(scan_entries(cut))) == 5
+    assert len(decode_records(cut)) == 5
+    with pytest.raises(RecordsError):
+        validate_and_assign(cut, 0, 0)
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3])
+def test_record_batch_v2_from_kafka_python_is_stored_as_magic1(codec: int) -> None:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, (k, v, t) in enumerate(recs(20)):
+        b.append(i, timestamp=t, key=k, value=v, headers=[("h", b"dropped")])
+    info = validate_and_assign(bytes(b.build()), 500, 0)
+    assert info.magic == 1 and info.codec == 0
+    assert (info.first_offset, info.last_offset) == (500, 519)
+    got = decode_records(info.buffer)
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in got] == [
+        (500 + i, t, k, v) for i, (k, v, t) in enumerate(recs(20))]
+
+
+def test_record_batch_crc32c_is_checked() -> None:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    b.append(0, timestamp=1, key=b"k", value=b"v", headers=[])
+    data = bytearray(b.build())
+    data[-1] ^= 1
+    with pytest.raises(RecordsError):
+        validate_and_assign(data, 0, 0)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", CODECS)
+def test_kafka_python_legacy_sets_validate(magic: int, codec: int) -> None:
+    b = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+    for i, (k, v, t) in enumerate(recs(9)):
+        b.append(i, timestamp=t if magic else None, key=k, value=v)
+    info = validate_and_assign(bytes(b.build()), 77, 0)
+    got = decode_records(info.buffer)
+    assert [(r.offset, r.key, r.value) for r in got] == [(77 + i, k, v) for i, (k, v, _) in enumerate(recs(9))]
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", CODECS)
+def test_our_sets_read_by_kafka_python(magic: int, codec: int) -> None:
+    info = validate_and_assign(build_message_set(recs(9), magic=magic, codec=codec), 300, 0)
+    mr = MemoryRecords(info.buffer)
+    got = []
+    while (batch := mr.next_batch()) is not None:
+        got.extend((r.offset, r.key, r.value) for r in batch)
+    assert got == [(300 + i, k, v) for i, (k, v, _) in enumerate(recs(9))]
+
+
+def test_magic0_lz4_with_kafka_3160_checksum_reads() -> None:
+    frame = compression.compress(compression.LZ4, b"payload" * 50, magic=0)
+    assert compression.decompress(compression.LZ4, frame) == b"payload" * 50
+    assert compression.decompress(compression.LZ4, compression.compress(compression.LZ4, b"x", magic=1)) == b"x"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.integers(0, 1 << 40))
+def test_fuzz_raises_only_records_errors(data: bytes, base: int) -> None:
+    try:
+        validate_and_assign(data, base, 0)
+    except RecordsError:
+        pass
+    try:
+        decode_records(data)
+    except RecordsError:
+        pass
+    list(scan_entries(data))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 60), st.sampled_from(CODECS), st.sampled_from([0, 1]))
+def test_fuzz_mutated_valid_sets(cut: int, codec: int, magic: int) -> None:
+    data = bytearray(build_message_set(recs(3), magic=magic, codec=codec))
+    data[min(cut, len(data) - 1)] ^= 0x5A
+    try:
+        validate_and_assign(data, 0, 0)
+    except RecordsError:
+        pass
+
+
+@given(st.binary(max_size=64), st.integers(0, 0xFFFFFFFF))
+def test_xxh32_matches_the_reference(data: bytes, seed: int) -> None:
+    import xxhash
+
+    assert compression.xxh32(data, seed) == xxhash.xxh32_intdigest(data, seed)
