@@ -212,6 +212,7 @@ class Broker:
             if cid == self.broker_id and self.controller.active:
                 remaining = await self.controller.controlled_shutdown(self.broker_id)
                 if not remaining:
+                    log.info("broker.controlled_shutdown_done")
                     return
             else:
                 info = self.metadata.brokers.get(cid)

@@ -315,10 +315,10 @@ class ZkClient:
 
     # ---- watches ---------------------------------------------------------------------------
 
-    def watch_data(self, path: str, callback: DataCallback) -> Watch:
+    async def watch_data(self, path: str, callback: DataCallback) -> Watch:
         return self._add_watch(path, False, callback)
 
-    def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
+    async def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
         return self._add_watch(path, True, callback)
 
     def _add_watch(self, path: str, children: bool, callback: Callable[[Any], Awaitable[None]]) -> Watch:

@@ -12,9 +12,17 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from protocol.primitives import Reader
-from protocol.schema import flexible
+from protocol.schema import declared_versions, flexible
 
 API_VERSIONS = 18
+
+
+_DECLARED = declared_versions()
+
+
+def _declared(key: int, version: int) -> bool:
+    rng = _DECLARED.get(key)
+    return rng is not None and rng[0] <= version <= rng[1]
 
 
 class RequestHeader(NamedTuple):
@@ -33,7 +41,9 @@ def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestH
     else:
         # Lenient on bad UTF-8: a client id is only ever logged and used as a quota key.
         client_id = bytes(r.raw(n)).decode("utf-8", "replace")
-    if flexible(key, version, request=True):
+    # Tags are read only for versions we declare: for any other version the body is never
+    # parsed (ApiVersions answers with a v0 body, others close), so the header may end anywhere.
+    if _declared(key, version) and flexible(key, version, request=True):
         r.tagged_fields()
     return RequestHeader(key, version, correlation_id, client_id), r.pos
 

@@ -83,8 +83,8 @@ async def test_watches_see_changes_creation_and_deletion(zk: ZkClient) -> None:
     async def on_kids(c: list[str]) -> None:
         kids.append(sorted(c))
 
-    wd = zk.watch_data("/w/node", on_data)
-    zk.watch_children("/w", on_kids)
+    wd = await zk.watch_data("/w/node", on_data)
+    await zk.watch_children("/w", on_kids)
     await until(lambda: data == [None] and kids == [[]])
     await zk.create("/w/node", b"1", make_parents=True)
     await until(lambda: data[-1] == b"1" and kids[-1] == ["node"])
@@ -113,7 +113,7 @@ async def test_survives_a_server_restart(zk_server, zk: ZkClient) -> None:  # no
     zk.on_session(on_session)
     await zk.create("/eph", b"", ephemeral=True)
     await zk.create("/r", b"before")
-    zk.watch_data("/r", on_data)
+    await zk.watch_data("/r", on_data)
     await until(lambda: seen == [b"before"])
     zk_server.restart()
     # The next call rides out the reconnect; the session, and so the ephemeral, survive.
@@ -147,7 +147,7 @@ async def test_session_expiry_is_reported_and_watches_reread(zk_server, zk: ZkCl
     zk.on_session(on_session)
     await zk.create("/eph", b"", ephemeral=True)
     await zk.create("/d", b"1")
-    zk.watch_data("/d", on_data)
+    await zk.watch_data("/d", on_data)
     await until(lambda: seen == [b"1"])
     # Expire our session the way ZooKeeper's own tests do: a second connection that takes over
     # the session id and password, then closes it.
