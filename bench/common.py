@@ -1,0 +1,67 @@
+"""What every bench shares: a throwaway ZooKeeper and broker processes, machine facts, JSON and plot output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from broker.zk_server import ZooKeeperServer
+from tests.brokers import ROOT, BrokerProcess
+
+OUT = ROOT / "bench" / "out"
+
+
+def machine() -> dict[str, object]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "kernel": platform.release(), "date": time.strftime("%Y-%m-%d")}
+
+
+def progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]:
+    with tempfile.TemporaryDirectory(prefix="minibroker-bench-") as tmp:
+        work = Path(tmp)
+        zk = ZooKeeperServer(work / "zk")
+        zk.start()
+        procs = [BrokerProcess(work, i, zk.connect_string, dict(overrides)) for i in range(brokers)]
+        try:
+            for b in procs:
+                b.start()
+            yield procs
+        finally:
+            for b in procs:
+                b.stop()
+            zk.stop()
+
+
+def create_topic(broker: BrokerProcess, name: str, partitions: int, replication_factor: int = 1) -> None:
+    subprocess.run([sys.executable, "-m", "broker", "topics", "--bootstrap-server", broker.bootstrap, "--create",
+                    "--topic", name, "--partitions", str(partitions), "--replication-factor",
+                    str(replication_factor)], check=True, cwd=str(ROOT), timeout=120)
+
+
+def write_json(name: str, data: dict) -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    print(json.dumps(data, indent=2))
+    return path

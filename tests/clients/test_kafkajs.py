@@ -1,0 +1,56 @@
+"""KafkaJS's producer (npm kafkajs 2.2.4). Its consumer needs groups, so the bytes are read back with kafka-python."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from tests.clients.conftest import N_MESSAGES, create_topic, expected_messages
+
+pytestmark = pytest.mark.clients
+NODE_DIR = Path(__file__).parent / "node"
+
+
+@pytest.fixture(scope="module")
+def kafkajs() -> Path:
+    if not (NODE_DIR / "node_modules" / "kafkajs").is_dir():
+        npm = shutil.which("npm")
+        assert npm, "npm is needed for the KafkaJS tests (scripts/run test installs it)"
+        subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True, timeout=300)
+    return NODE_DIR / "produce.js"
+
+
+@pytest.mark.parametrize("acks", [1, -1])
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+def test_kafkajs_produce(client_broker, kafkajs: Path, acks: int, codec: str) -> None:  # noqa: ANN001
+    topic = f"kjs-{codec}-{acks}"
+    create_topic(client_broker, topic)
+    msgs = expected_messages(topic)
+    payload = json.dumps([[k.decode(), v.decode()] for k, v in msgs])
+    run = subprocess.run(["node", str(kafkajs), client_broker.bootstrap, topic, str(acks), codec],
+                         input=payload.encode(), capture_output=True, timeout=180)
+    assert run.returncode == 0, run.stderr.decode()[-3000:]
+    acked = json.loads(run.stdout)
+    assert [code for _, code in acked] == [0] * len(acked)
+    assert [base for base, _ in acked] == list(range(0, N_MESSAGES, 500))
+
+    c = KafkaConsumer(bootstrap_servers=client_broker.bootstrap, group_id=None, enable_auto_commit=False,
+                      consumer_timeout_ms=10_000)
+    try:
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        got = []
+        for m in c:
+            got.append((m.offset, m.key, m.value))
+            if len(got) == N_MESSAGES:
+                break
+    finally:
+        c.close()
+    assert [o for o, _, _ in got] == list(range(N_MESSAGES))
+    assert [(k, v) for _, k, v in got] == msgs
