@@ -16,7 +16,7 @@ from broker import zk_layout as L
 from broker.config_entities import TOPIC_KEYS, InvalidConfig, validate
 from broker.metadata import MetadataCache, topic_name_error
 from broker.signal import Signal
-from broker.zk import NodeExistsError, ZkClient
+from broker.zk import NodeExistsError, NoNodeError, ZkClient
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger()
@@ -89,7 +89,7 @@ class Admin:
             validate("topics", spec.configs)
         except InvalidConfig as e:
             raise AdminError(ErrorCode.INVALID_CONFIG, str(e)) from None
-        brokers = sorted(self.metadata.brokers)
+        brokers = await self.live_brokers()
         if spec.assignment:
             if spec.num_partitions not in (-1, 0) or spec.replication_factor not in (-1, 0):
                 raise AdminError(ErrorCode.INVALID_REQUEST,
@@ -99,7 +99,7 @@ class Admin:
             for replicas in spec.assignment.values():
                 if not replicas or len(set(replicas)) != len(replicas):
                     raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Duplicate or empty replica list.")
-                unknown = [b for b in replicas if b not in self.metadata.brokers]
+                unknown = [b for b in replicas if b not in brokers]
                 if unknown:
                     raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown brokers {unknown}.")
             return spec.assignment
@@ -112,6 +112,15 @@ class Admin:
         if not brokers:
             raise AdminError(ErrorCode.BROKER_NOT_AVAILABLE, "No live brokers.")
         return assign_replicas(brokers, partitions, rf)
+
+    async def live_brokers(self) -> list[int]:
+        """Registered brokers, read from ZooKeeper as Kafka's AdminUtils does: right after start-up
+        this broker's metadata cache may not have heard from the controller yet."""
+        try:
+            ids = await self.zk.get_children(L.BROKER_IDS)
+        except NoNodeError:
+            return []
+        return sorted(int(i) for i in ids if i.isdigit())
 
     async def create_topic(self, spec: TopicSpec) -> dict[int, list[int]]:
         assignment = await self.validate_new_topic(spec)
@@ -158,11 +167,12 @@ class Admin:
                 raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Increasing the number of partitions by {count - current} but "
                                  f"{len(assignments)} assignments provided.")
+            live = await self.live_brokers()
             for a in assignments:
-                if len(set(a)) != len(a) or any(b not in self.metadata.brokers for b in a):
+                if len(set(a)) != len(a) or any(b not in live for b in a):
                     raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid replica assignment {a}.")
             return {current + i: list(a) for i, a in enumerate(assignments)}
-        return assign_replicas(sorted(self.metadata.brokers), count - current, rf, start_partition=current)
+        return assign_replicas(await self.live_brokers(), count - current, rf, start_partition=current)
 
     async def add_partitions(self, name: str, additions: dict[int, list[int]]) -> None:
         data, version = await self.zk.get(L.topic_path(name))

@@ -190,9 +190,11 @@ class Controller:
         for topic in await self.zk.get_children(L.BROKER_TOPICS):
             await self._read_topic(topic)
         await self._bring_online(self._all_partitions())
-        self._send_update_metadata(list(self.live), self._all_partitions())
+        # LeaderAndIsr before UpdateMetadata on each broker's ordered channel, as Kafka's request
+        # batch does: a client must never learn of a leader before the leader knows it leads.
         for bid in self.live:
             self._send_leader_and_isr(bid, self._partitions_on(bid))
+        self._send_update_metadata(list(self.live), self._all_partitions())
         await self._delete_requested(await self.zk.get_children(L.DELETE_TOPICS))
         await self._isr_changed(await self.zk.get_children(L.ISR_CHANGE))
 
@@ -301,10 +303,10 @@ class Controller:
         if new:
             log.info("controller.brokers_started", brokers=new)
             changed = await self._bring_online(self._all_partitions())
-            self._send_update_metadata(list(self.live), self._all_partitions())
             for b in new:
                 self._send_leader_and_isr(b, self._partitions_on(b))
             self._propagate(changed, update_metadata=False)
+            self._send_update_metadata(list(self.live), self._all_partitions())
 
     def _propagate(self, changed: list[TP], update_metadata: bool = True) -> None:
         if not changed:
