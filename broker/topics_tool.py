@@ -28,11 +28,18 @@ def _report(name: str, code: int, message: str | None, throttle_ms: int) -> bool
 
 
 async def run(args: argparse.Namespace) -> int:
-    host, _, port = args.bootstrap_server.rpartition(":")
-    try:
-        conn = await KafkaConnection.open(host or "127.0.0.1", int(port), timeout=args.timeout)
-    except (OSError, TimeoutError, ValueError) as e:
-        return _fail(f"cannot connect to {args.bootstrap_server}: {e}")
+    conn = None
+    errors = []
+    # Like Kafka's tools: any reachable server of the bootstrap list will do.
+    for server in args.bootstrap_server.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            conn = await KafkaConnection.open(host or "127.0.0.1", int(port), timeout=args.timeout)
+            break
+        except (OSError, TimeoutError, ValueError) as e:
+            errors.append(f"{server}: {e}")
+    if conn is None:
+        return _fail(f"cannot connect to {args.bootstrap_server}: {'; '.join(errors)}")
     async with conn:
         if args.list or args.describe:
             topics = None if (args.list or not args.topic) else [{"name": args.topic}]

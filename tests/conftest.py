@@ -5,6 +5,7 @@ from __future__ import annotations
 import uvloop
 
 from tests.brokers import *  # noqa: F403  (fixtures: broker, broker_factory)
+from tests.cluster import cluster  # noqa: F401  (fixture: three brokers)
 from tests.zk_fixtures import *  # noqa: F403  (fixtures: zk_server, zk_server_session)
 
 

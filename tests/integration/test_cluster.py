@@ -1,0 +1,218 @@
+"""Three broker processes and one ZooKeeper replicating real bytes: Kafka 0.10.1's replication path."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+
+from tests.cluster import Cluster, partition_bytes, wait_identical_replicas
+
+pytestmark = pytest.mark.integration
+
+
+def produce_all(bootstrap: str, topic: str, values: list[bytes], partitions: int, **conf: object) -> list[tuple]:
+    """Produces every value, returns (partition, offset, value) of the acknowledged ones."""
+    acked: list[tuple] = []
+    errors: list[str] = []
+
+    def cb(err, msg) -> None:  # noqa: ANN001
+        if err is None:
+            acked.append((msg.partition(), msg.offset(), msg.value()))
+        else:
+            errors.append(str(err))
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False,
+                  **conf})
+    for i, v in enumerate(values):
+        while True:
+            try:
+                p.produce(topic, v, key=b"k%d" % (i % 13), partition=i % partitions, on_delivery=cb)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(120) == 0
+    assert errors == [], errors[:5]
+    return acked
+
+
+def consume_all(bootstrap: str, topic: str, partition: int, count: int) -> list[tuple[int, bytes]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "assign-only", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 60
+        while len(got) < count and time.monotonic() < deadline:
+            for m in c.consume(1000, 1):
+                if m.error():
+                    if m.error().fatal():
+                        raise KafkaException(m.error())
+                    continue
+                got.append((m.offset(), m.value()))
+        return got
+    finally:
+        c.close()
+
+
+async def test_acks_all_rf3_replicas_hold_identical_bytes(cluster: Cluster) -> None:
+    cluster.create_topic("rep", 3, 3)
+    values = [b"value-%06d-" % i + b"x" * (i % 40) for i in range(100_000)]
+    acked = await asyncio.to_thread(produce_all, cluster.bootstrap, "rep", values, 3)
+    assert len(acked) == len(values)
+    for p in range(3):
+        st = await cluster.state("rep", p)
+        assert sorted(st["isr"]) == [0, 1, 2]
+        blob = await wait_identical_replicas(cluster, "rep", p, [0, 1, 2])
+        assert len(blob) > 0
+        offsets = sorted(o for part, o, _ in acked if part == p)
+        assert offsets == list(range(len(offsets)))
+    got = await asyncio.to_thread(consume_all, cluster.bootstrap, "rep", 1, 100_000 // 3)
+    assert [v for _, v in got] == [v for part, _, v in sorted(acked) if part == 1]
+
+
+async def test_stuck_follower_leaves_isr_and_rejoins(cluster: Cluster) -> None:
+    cluster.create_topic("stuck", 1, 3)
+    st = await cluster.wait_isr("stuck", 0, {0, 1, 2})
+    controller = await cluster.controller()
+    follower = next(r for r in (0, 1, 2) if r not in (st["leader"], controller))
+    proc = cluster.by_id(follower).proc
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        await asyncio.to_thread(produce_all, cluster.bootstrap, "stuck", [b"a"] * 100, 1, acks="1")
+        await cluster.wait_isr("stuck", 0, {0, 1, 2} - {follower}, timeout=20)
+        # Out only after replica.lag.time.max.ms (3 s) of not catching up, checked every 1.5 s.
+        assert time.monotonic() - started >= 2.5
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    await cluster.wait_isr("stuck", 0, {0, 1, 2}, timeout=20)
+    await wait_identical_replicas(cluster, "stuck", 0, [0, 1, 2])
+
+
+async def test_bootstrapping_follower_catches_up_and_rejoins(cluster: Cluster) -> None:
+    cluster.create_topic("boot", 1, 3)
+    st = await cluster.wait_isr("boot", 0, {0, 1, 2})
+    follower = next(r for r in (0, 1, 2) if r != st["leader"])
+    b = cluster.by_id(follower)
+    assert b.stop() == 0
+    await cluster.wait_isr("boot", 0, {0, 1, 2} - {follower})
+    values = [b"boot-%d" % i + b"y" * 500 for i in range(20_000)]
+    await asyncio.to_thread(produce_all, cluster.bootstrap, "boot", values, 1)
+    b.start()
+    await cluster.wait_isr("boot", 0, {0, 1, 2}, timeout=60)
+    await wait_identical_replicas(cluster, "boot", 0, [0, 1, 2])
+
+
+async def test_lagging_follower_that_keeps_reaching_the_end_stays_in_isr(cluster: Cluster) -> None:
+    cluster.create_topic("lag", 1, 3)
+    await cluster.wait_isr("lag", 0, {0, 1, 2})
+    # A large burst lands at once: followers fall behind by many messages, but catch up well within
+    # replica.lag.time.max.ms, so KAFKA-1546's rule keeps them in the ISR throughout.
+    for _ in range(3):
+        await asyncio.to_thread(produce_all, cluster.bootstrap, "lag", [b"z" * 1000] * 20_000, 1, acks="1")
+        st = await cluster.state("lag", 0)
+        assert sorted(st["isr"]) == [0, 1, 2]
+    await wait_identical_replicas(cluster, "lag", 0, [0, 1, 2])
+    await asyncio.sleep(4)  # longer than the lag time: still nobody dropped
+    assert sorted((await cluster.state("lag", 0))["isr"]) == [0, 1, 2]
+
+
+async def test_leader_kill_during_acks_all_stream_loses_nothing_acknowledged(cluster: Cluster) -> None:
+    cluster.create_topic("crash", 1, 3, "min.insync.replicas=2")
+    st = await cluster.wait_isr("crash", 0, {0, 1, 2})
+    old_leader = st["leader"]
+    values = [b"crash-%06d" % i for i in range(30_000)]
+    acked: list[tuple] = []
+
+    async def killer() -> None:
+        await asyncio.sleep(1.5)
+        cluster.by_id(old_leader).kill()
+
+    kill = asyncio.create_task(killer())
+    acked = await asyncio.to_thread(produce_all, cluster.bootstrap, "crash", values, 1,
+                                    **{"message.send.max.retries": 1000, "retry.backoff.ms": 200,
+                                       "message.timeout.ms": 120_000})
+    await kill
+    new = await cluster.wait_for("a new leader", lambda: _new_leader(cluster, "crash", old_leader))
+    assert new["leader"] != old_leader
+    got = await asyncio.to_thread(consume_all, ",".join(b.bootstrap for b in cluster.brokers
+                                                         if b.broker_id != old_leader), "crash", 0, len(values))
+    got_values = {v for _, v in got}
+    missing = [v for _, _, v in acked if v not in got_values]
+    assert missing == []
+    assert [o for o, _ in got] == list(range(len(got)))
+
+
+async def _new_leader(cluster: Cluster, topic: str, old: int) -> dict | None:
+    st = await cluster.state(topic, 0)
+    return st if st["leader"] not in (old, -1) else None
+
+
+async def test_controlled_shutdown_moves_leadership_first(cluster: Cluster) -> None:
+    cluster.create_topic("cs", 4, 3)
+    for p in range(4):
+        await cluster.wait_isr("cs", p, {0, 1, 2})
+    victim = (await cluster.state("cs", 0))["leader"]
+    led = [p for p in range(4) if (await cluster.state("cs", p))["leader"] == victim]
+    b = cluster.by_id(victim)
+    assert b.stop() == 0
+    assert "broker.controlled_shutdown_done" in b.log_path.read_text()
+    for p in led:
+        st = await cluster.state("cs", p)
+        assert st["leader"] != victim
+        assert victim not in st["isr"]
+
+
+async def test_controller_kill_elects_a_new_controller_that_takes_over(cluster: Cluster) -> None:
+    old = await cluster.controller()
+    epoch = int((await cluster.zk.get("/controller_epoch"))[0])
+    cluster.by_id(old).kill()
+
+    async def moved() -> int | None:
+        try:
+            c = await cluster.controller()
+        except Exception:  # noqa: BLE001 - /controller is briefly absent during the election
+            return None
+        return c if c != old else None
+    new = await cluster.wait_for("a new controller", moved, timeout=30)
+    assert new != old
+    assert int((await cluster.zk.get("/controller_epoch"))[0]) > epoch
+    # The new controller does the controller's work: a new topic gets leaders on live brokers.
+    cluster.create_topic("after", 2, 2)
+    for p in range(2):
+        st = await cluster.state("after", p)
+        assert st["leader"] in {0, 1, 2} - {old}
+
+
+async def test_describe_shows_leader_replicas_and_isr(cluster: Cluster) -> None:
+    cluster.create_topic("desc", 2, 3)
+    for p in range(2):
+        await cluster.wait_isr("desc", p, {0, 1, 2})
+    out = cluster.topics("--describe", "--topic", "desc").stdout
+    assert "PartitionCount: 2\tReplicationFactor: 3" in out
+    for p in range(2):
+        st = await cluster.state("desc", p)
+        line = next(ln for ln in out.splitlines() if f"Partition: {p}\t" in ln)
+        assert f"Leader: {st['leader']}" in line
+        assert "Isr: " in line and "Replicas: " in line
+
+
+async def test_corrupt_state_znode_is_logged_and_skipped(cluster: Cluster) -> None:
+    cluster.create_topic("good", 1, 3)
+    await cluster.wait_isr("good", 0, {0, 1, 2})
+    await cluster.zk.create("/brokers/topics/bad", json.dumps(
+        {"version": 1, "partitions": {"0": [0, 1, 2]}}).encode())
+    await cluster.zk.create("/brokers/topics/bad/partitions/0/state", b"{not json", make_parents=True)
+    await asyncio.sleep(2)
+    for b in cluster.brokers:
+        assert b.proc.poll() is None, b.log()
+    # Everything else keeps working.
+    acked = await asyncio.to_thread(produce_all, cluster.bootstrap, "good", [b"still"] * 10, 1)
+    assert len(acked) == 10
+    assert partition_bytes(cluster.by_id((await cluster.state("good", 0))["leader"]), "good", 0)
