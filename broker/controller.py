@@ -314,7 +314,9 @@ class Controller:
         by_broker: dict[int, list[TP]] = {}
         for tp in changed:
             for r in self.assignment[tp[0]][tp[1]]:
-                if r in self.live:
+                # A broker in controlled shutdown is not told (Kafka's ControlledShutdownLeaderSelector
+                # leaves it out): as a follower it would fetch, catch up and rejoin the ISR.
+                if r in self.live and r not in self.shutting_down:
                     by_broker.setdefault(r, []).append(tp)
         for b, tps in by_broker.items():
             self._send_leader_and_isr(b, tps)

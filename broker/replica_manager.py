@@ -32,6 +32,7 @@ from broker.zk import BadVersionError, NoNodeError, ZkClient
 from protocol.errors import ErrorCode
 from protocol.records.errors import RecordsError
 from protocol.records.message_set import AppendInfo, scan_entries, validate_and_assign
+from quotas.rate import SimpleRate
 
 log = structlog.get_logger()
 CHECKPOINT = "replication-offset-checkpoint"
@@ -55,6 +56,7 @@ class Partition:
     high_watermark: int = 0
     min_insync_replicas: int = 1
     tracker: IsrTracker | None = None
+    bytes_in: SimpleRate = field(default_factory=lambda: SimpleRate(11, 1.0))
 
     @property
     def log_end_offset(self) -> int:
@@ -88,6 +90,9 @@ class ReplicaManager:
         metrics.gauge("under_replicated_partitions", "Led partitions whose ISR is smaller than the replica set",
                       lambda: [({}, sum(1 for p in self.partitions.values()
                                         if p.leader == self.broker_id and len(p.isr) < len(p.replicas)))])
+        metrics.gauge("partition_bytes_in_rate", "Bytes/s appended to each hosted partition (produce or replication)",
+                      lambda: [({"topic": p.topic, "partition": str(p.index)}, p.bytes_in.measure(self.clock()))
+                               for p in self.partitions.values()])
         metrics.gauge("partitions", "Partitions hosted on this broker", lambda: [({}, len(self.partitions))])
         metrics.gauge("leader_partitions", "Partitions this broker leads",
                       lambda: [({}, sum(1 for p in self.partitions.values() if p.leader == self.broker_id))])
@@ -218,6 +223,7 @@ class ReplicaManager:
             log.warning("produce.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
             return ErrorCode(e.error_code), -1, None
         part.log.append(info.buffer, info.last_offset)
+        part.bytes_in.record(len(info.buffer), self.clock())
         self._advance_hw(part)
         self.appended.fire()
         return ErrorCode.NONE, info.first_offset, info
@@ -252,6 +258,7 @@ class ReplicaManager:
                 log.error("follower.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
                 raise
             part.log.append(chunk, last_offset)
+            part.bytes_in.record(end, self.clock())
         new_hw = min(leader_hw, part.log_end_offset)
         if new_hw > part.high_watermark:
             part.high_watermark = new_hw

@@ -7,13 +7,14 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from broker.zk import NoNodeError, ZkClient
-from tests.brokers import ROOT, BrokerProcess
+from tests.brokers import ROOT, BrokerProcess, free_port
 
 # Short timings keep the ISR scenarios quick; the semantics are Kafka's, only the constants shrink.
 FAST = {
@@ -72,6 +73,30 @@ class Cluster:
         return await self.wait_for(f"ISR {sorted(isr)} of {topic}-{partition}", check, timeout)
 
 
+def metric(broker: BrokerProcess, name: str, **labels: str) -> float:
+    """One sample from the broker's Prometheus endpoint (summed over series matching the labels)."""
+    text = urllib.request.urlopen(broker.metrics_url, timeout=5).read().decode()
+    total, found = 0.0, False
+    for line in text.splitlines():
+        if not line.startswith(f"minibroker_{name}"):
+            continue
+        head, _, value = line.rpartition(" ")
+        series = head[len(f"minibroker_{name}"):]
+        if series and not series.startswith("{"):
+            continue
+        if all(f'{k}="{v}"' in series for k, v in labels.items()):
+            total += float(value)
+            found = True
+    if not found:
+        raise KeyError(name)
+    return total
+
+
+def configs(zk_connect: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "broker", "configs", "--zookeeper", zk_connect, *args],
+                          cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+
+
 def partition_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
     d = broker.log_dir / f"{topic}-{partition}"
     return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
@@ -87,7 +112,13 @@ async def wait_identical_replicas(cluster: Cluster, topic: str, partition: int, 
 
 @pytest.fixture
 async def cluster(tmp_path: Path, zk_server) -> AsyncIterator[Cluster]:  # noqa: ANN001
-    brokers = [BrokerProcess(tmp_path, i, zk_server.connect_string, dict(FAST)) for i in range(3)]
+    brokers = []
+    for i in range(3):
+        mport = free_port()
+        b = BrokerProcess(tmp_path, i, zk_server.connect_string,
+                          {**FAST, "metrics.listener": f"http://127.0.0.1:{mport}"})
+        b.metrics_url = f"http://127.0.0.1:{mport}/metrics"
+        brokers.append(b)
     for b in brokers:
         b.start(wait=False)
     for b in brokers:
