@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from broker.zk_server import ZooKeeperServer
-from tests.brokers import ROOT, BrokerProcess
+from tests.brokers import ROOT, BrokerProcess, free_port
 
 OUT = ROOT / "bench" / "out"
 
@@ -42,7 +42,14 @@ def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]
         work = Path(tmp)
         zk = ZooKeeperServer(work / "zk")
         zk.start()
-        procs = [BrokerProcess(work, i, zk.connect_string, dict(overrides)) for i in range(brokers)]
+        procs = []
+        for i in range(brokers):
+            mport = free_port()
+            b = BrokerProcess(work, i, zk.connect_string,
+                              {"metrics.listener": f"http://127.0.0.1:{mport}", **overrides})
+            b.metrics_url = f"http://127.0.0.1:{mport}/metrics"
+            procs.append(b)
+        procs[0].zk_connect_string = zk.connect_string
         try:
             for b in procs:
                 b.start()

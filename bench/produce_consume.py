@@ -1,7 +1,9 @@
 """Produce and consume throughput of one broker, next to a raw loopback socket pump in the same run.
 
 The confluent-kafka producer and consumer (librdkafka) drive the broker: 100-byte values, acks=1,
-topics of 1 and 8 partitions. The pump moves the same number of bytes through a loopback TCP
+topics of 1 and 8 partitions. The confluent-kafka consumer is bounded by its own Python
+per-message cost, so the same data is also read with kcat (librdkafka in C), which shows what
+the broker itself serves. The pump moves the same number of bytes through a loopback TCP
 socket with plain send/recv, which is the ceiling any broker on this machine works under.
 
     .venv/bin/python -m bench.produce_consume [--messages 1000000]
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import socket
+import subprocess
 import threading
 import time
 
@@ -102,6 +105,19 @@ def consume(bootstrap: str, topic: str, partitions: int, n: int) -> float:
     return elapsed
 
 
+def consume_kcat(bootstrap: str, topic: str, n: int) -> float:
+    """librdkafka without Python's per-message cost: what the broker itself can serve."""
+    start = time.perf_counter()
+    out = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+                          "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=4194304",
+                          "-f", "%o\n"], capture_output=True, check=True, timeout=600)
+    elapsed = time.perf_counter() - start
+    got = out.stdout.count(b"\n")
+    if got != n:
+        raise RuntimeError(f"kcat read {got} of {n}")
+    return elapsed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=1_000_000)
@@ -116,7 +132,9 @@ def main() -> None:
             tp = produce(broker.bootstrap, topic, partitions, n)
             progress(f"consuming {n:,} from {partitions} partition(s)")
             tc = consume(broker.bootstrap, topic, partitions, n)
-            for kind, secs in (("produce", tp), ("consume", tc)):
+            progress(f"consuming {n:,} from {partitions} partition(s) with kcat")
+            tk = consume_kcat(broker.bootstrap, topic, n)
+            for kind, secs in (("produce", tp), ("consume", tc), ("consume (kcat)", tk)):
                 results.append({"partitions": partitions, "kind": kind, "messages": n, "seconds": round(secs, 3),
                                 "msgs_per_s": round(n / secs), "mb_per_s": round(n * VALUE_SIZE / secs / 1e6, 1)})
     total = n * VALUE_SIZE

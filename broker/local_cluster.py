@@ -47,6 +47,13 @@ def _load(d: Path) -> dict[str, Any] | None:
         return None
 
 
+def _in_use(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def up(d: Path, brokers: int, zookeeper: str | None, base_port: int) -> int:
     d = d.resolve()
     d.mkdir(parents=True, exist_ok=True)
@@ -57,7 +64,8 @@ def up(d: Path, brokers: int, zookeeper: str | None, base_port: int) -> int:
     zk_state: dict[str, Any] = {"connect": zookeeper, "pid": None}
     if zookeeper is None:
         from broker.zk_server import ZooKeeperServer
-        zk = ZooKeeperServer(d / "zookeeper", port=0)
+        # ZooKeeper's usual port when it is free, so Kafka habits (`--zookeeper 127.0.0.1:2181`) work.
+        zk = ZooKeeperServer(d / "zookeeper", port=0 if _in_use(2181) else 2181)
         zk_state["pid"] = zk.start_detached()
         zk_state["connect"] = zk.connect_string
     state = {"zookeeper": zk_state, "brokers": []}

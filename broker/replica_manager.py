@@ -31,7 +31,7 @@ from broker.signal import Signal
 from broker.zk import BadVersionError, NoNodeError, ZkClient
 from protocol.errors import ErrorCode
 from protocol.records.errors import RecordsError
-from protocol.records.message_set import AppendInfo, scan_entries, validate_and_assign
+from protocol.records.message_set import AppendInfo, shallow_validate, validate_and_assign
 from quotas.rate import SimpleRate
 
 log = structlog.get_logger()
@@ -245,19 +245,13 @@ class ReplicaManager:
 
     def append_as_follower(self, part: Partition, data: bytes, leader_hw: int) -> int:
         """Append the whole entries of a fetched slice; returns the bytes appended."""
-        end = 0
-        last_offset = -1
-        for pos, offset, length in scan_entries(data):
-            end = pos + length
-            last_offset = offset
+        try:
+            end, last_offset = shallow_validate(data)
+        except RecordsError as e:
+            log.error("follower.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
+            raise
         if end:
-            chunk = data[:end]
-            try:
-                validate_and_assign(chunk, None, 0)
-            except RecordsError as e:
-                log.error("follower.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
-                raise
-            part.log.append(chunk, last_offset)
+            part.log.append(data[:end] if end < len(data) else data, last_offset)
             part.bytes_in.record(end, self.clock())
         new_hw = min(leader_hw, part.log_end_offset)
         if new_hw > part.high_watermark:

@@ -106,7 +106,7 @@ class KafkaConnection:
                     raise ProtocolError(f"correlation id {got} does not match the expected {correlation_id}")
                 skip = response_header_size(api_key, version, data)
                 if not fut.done():
-                    fut.set_result(data[skip:])
+                    fut.set_result(memoryview(data)[skip:])
         except (asyncio.IncompleteReadError, ConnectionError, ProtocolError, asyncio.QueueEmpty) as e:
             self._fail(e)
         except asyncio.CancelledError:

@@ -23,6 +23,8 @@ import structlog
 
 from fetcher.connection import KafkaConnection
 from protocol.errors import ErrorCode
+from protocol.fast import decode_fetch_response
+from protocol.schema import request_codec
 
 log = structlog.get_logger()
 
@@ -137,7 +139,7 @@ class ReplicaFetcher:
                 continue
             try:
                 conn = await self._connection()
-                response = await conn.request(FETCH, 3, request, timeout=request["max_wait_ms"] / 1000 + 30)
+                response = await self._fetch(conn, request)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -148,6 +150,13 @@ class ReplicaFetcher:
                 await asyncio.sleep(backoff)
                 continue
             await self._handle(conn, request, response)
+
+    async def _fetch(self, conn: KafkaConnection, request: dict[str, Any]) -> dict[str, Any]:
+        # Record sets stay zero-copy slices of the response frame all the way to the log write.
+        raw = await asyncio.wait_for(conn.send_raw(FETCH, 3, request_codec(FETCH, 3).encode(request)),
+                                     request["max_wait_ms"] / 1000 + 30)
+        assert raw is not None
+        return decode_fetch_response(raw, 3)
 
     async def _handle(self, conn: KafkaConnection, request: dict[str, Any], response: dict[str, Any]) -> None:
         asked = {(t["topic"], p["partition"]): p["fetch_offset"] for t in request["topics"] for p in t["partitions"]}

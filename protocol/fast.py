@@ -130,3 +130,30 @@ def encode_fetch_response(version: int, throttle_time_ms: int, responses: list[d
     if head:
         pieces.append(bytes(head))
     return pieces
+
+
+def decode_fetch_response(buf: bytes | memoryview, version: int) -> dict[str, Any]:
+    """A Fetch v0-3 response body with record sets as zero-copy slices (the replica fetcher's path)."""
+    if not 0 <= version <= 3:
+        raise ProtocolError(f"Fetch v{version} is not served")
+    c = _Cursor(buf)
+    out: dict[str, Any] = {}
+    if version >= 1:
+        (out["throttle_time_ms"],) = c.unpack(_I)
+    responses = []
+    for _ in range(c.count(6)):
+        name = c.string()
+        parts = []
+        for _ in range(c.count(18)):
+            index, error, hw, size = c.unpack(_IHQI)
+            if size < 0:
+                if size != -1:
+                    raise ProtocolError(f"invalid record set length {size}")
+                records = None
+            else:
+                p = c.need(size)
+                records = c.buf[p:p + size]
+            parts.append({"partition_index": index, "error_code": error, "high_watermark": hw, "records": records})
+        responses.append({"topic": name, "partitions": parts})
+    out["responses"] = responses
+    return out

@@ -235,7 +235,10 @@ class Log:
             seg_next = segments[i + 1].base_offset if i + 1 < len(segments) else leo
             if max_offset < seg_next:
                 _, mpos = seg.lookup(max_offset)
-                end, _, _ = seg.find(max_offset, max(mpos, start), end, 0)
+                # Scan to the segment's end, not to `end`: the bounding entry may start before
+                # `end` with its header reaching past it.
+                bound, _, _ = seg.find(max_offset, max(mpos, start), seg.size, 0)
+                end = min(end, bound)
         return FileSlice(seg.fd, start, end - start)
 
     # ---- truncation ------------------------------------------------------------------

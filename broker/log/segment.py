@@ -198,33 +198,20 @@ class Segment:
             os.ftruncate(self.fd, pos)
             raise
         self.size = pos + n
-        since = self._bytes_since_index
-        if since + n <= self.index_interval:
-            # No entry in `data` can start more than index_interval bytes after the last index
-            # point, so the headers need not be walked.
-            self._bytes_since_index = since + n
-            return pos
-        interval, base = self.index_interval, self.base_offset
-        new = _u32_array()
-        key = first_key
-        p = 0
-        while p + HEADER_SIZE <= n:
-            offset, size = HEADER.unpack_from(data, p)
-            if since > interval:
-                self._keys.append(key - base)
-                self._positions.append(pos + p)
-                new.append(key - base)
-                new.append(pos + p)
-                since = 0
-            since += HEADER_SIZE + size
-            key = offset + 1
-            p += HEADER_SIZE + size
-        self._bytes_since_index = since
-        if new:
+        # Kafka's LogSegment.append: at most one index point per append, at its first entry, once
+        # more than index_interval bytes were appended since the last point. Walking every entry
+        # header instead cost a fifth of a follower's CPU; a read scans at most one append.
+        if self._bytes_since_index > self.index_interval:
+            self._keys.append(first_key - self.base_offset)
+            self._positions.append(pos)
+            point = _u32_array()
+            point.extend((first_key - self.base_offset, pos))
             if _LITTLE:
-                new.byteswap()
+                point.byteswap()
             # A kill between the log write and this one only leaves the index sparser.
-            _write_all(self.index_fd, new.tobytes())
+            _write_all(self.index_fd, point.tobytes())
+            self._bytes_since_index = 0
+        self._bytes_since_index += n
         return pos
 
     # ---- lookup ----------------------------------------------------------------------

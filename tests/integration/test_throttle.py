@@ -23,7 +23,11 @@ CREATE_TOPICS = 19
 
 
 async def create_assigned(cluster: Cluster, topic: str, assignment: dict[int, list[int]]) -> None:
-    host, port = cluster.brokers[0].bootstrap.split(":")
+    await create_assigned_on(cluster.brokers[0].bootstrap, topic, assignment)
+
+
+async def create_assigned_on(bootstrap: str, topic: str, assignment: dict[int, list[int]]) -> None:
+    host, port = bootstrap.split(":")
     async with await KafkaConnection.open(host, int(port)) as c:
         resp = await c.request(CREATE_TOPICS, 1, {"topics": [{
             "name": topic, "num_partitions": -1, "replication_factor": -1,

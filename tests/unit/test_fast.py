@@ -108,3 +108,29 @@ def test_fuzz_raises_only_protocol_errors(data: bytes, version: int) -> None:
             fn(data, min(version, 2) if fn is decode_produce_request else version)
         except ProtocolError:
             pass
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_fetch_response_decoder_agrees_with_the_schema(version: int) -> None:
+    from protocol.fast import decode_fetch_response
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.fixed_dictionaries({"topic": names, "partitions": st.lists(st.fixed_dictionaries({
+        "partition_index": st.integers(0, 50), "error_code": st.integers(-1, 80),
+        "high_watermark": st.integers(-1, 1 << 50), "records": st.one_of(st.none(), st.binary(max_size=300))}),
+        max_size=3)}), max_size=3))
+    def check(responses: list) -> None:
+        body = {"responses": responses, "throttle_time_ms": 5}
+        raw = response_codec(1, version).encode(body)
+        got = decode_fetch_response(raw, version)
+        for t in got["responses"]:
+            for p in t["partitions"]:
+                if p["records"] is not None:
+                    p["records"] = bytes(p["records"])
+        assert got == response_codec(1, version).decode(raw)
+        for cut in range(0, len(raw) - 1, 7):
+            try:
+                decode_fetch_response(raw[:cut], version)
+            except ProtocolError:
+                pass
+    check()

@@ -217,12 +217,18 @@ def test_index_lookup_correct_at_every_offset(tmp_path: Path) -> None:
     log.close()
 
 
-def test_index_built_per_entry_inside_one_big_append(tmp_path: Path) -> None:
+def test_index_points_per_append_as_kafka_does(tmp_path: Path) -> None:
     log = Log.open(tmp_path, index_interval_bytes=100)
-    data = b"".join(entry(i, b"a" * 60) for i in range(50))
-    log.append(data, 49)
-    assert len(log.segments[0].index_entries) >= 15
-    for offset in range(50):
+    big = b"".join(entry(i, b"a" * 60) for i in range(50))
+    log.append(big, 49)
+    # Kafka's LogSegment.append: a point only once more than the interval has been appended,
+    # at the first entry of the next append; reads inside a big append scan from before it.
+    assert log.segments[0].index_entries == []
+    log.append(entry(50, b"b" * 60), 50)
+    assert log.segments[0].index_entries == [(50, len(big))]
+    log.append(entry(51, b"c"), 51)
+    assert len(log.segments[0].index_entries) == 1
+    for offset in range(52):
         assert entries_in(log.read(offset, 100000).read_bytes())[0][1] == offset
     log.close()
 

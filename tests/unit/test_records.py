@@ -176,3 +176,18 @@ def test_xxh32_matches_the_reference(data: bytes, seed: int) -> None:
     import xxhash
 
     assert compression.xxh32(data, seed) == xxhash.xxh32_intdigest(data, seed)
+
+
+def test_shallow_validate_checks_top_level_crcs_and_trims_the_tail() -> None:
+    from protocol.records.message_set import shallow_validate
+
+    plain = validate_and_assign(build_message_set(recs(4), magic=1), 10, 0).buffer
+    wrapped = validate_and_assign(build_message_set(recs(3), magic=1, codec=compression.LZ4), 14, 0).buffer
+    data = plain + wrapped
+    assert shallow_validate(data) == (len(data), 16)
+    assert shallow_validate(data[:-3]) == (len(plain), 13)
+    assert shallow_validate(b"") == (0, -1)
+    bad = bytearray(data)
+    bad[len(plain) - 1] ^= 1
+    with pytest.raises(RecordsError):
+        shallow_validate(bad)

@@ -1,0 +1,116 @@
+"""Follower catch-up throughput over a backlog, next to a raw loopback socket pump in the same run.
+
+Two brokers; a topic of 8 partitions whose replicas are [0, 1]. Broker 1 is stopped, a
+backlog of 1 KiB messages (1 GiB by default) is produced to broker 0, then broker 1 starts
+and its replica fetcher (Fetch v3, replica.fetch.response.max.bytes) pulls everything. The
+rate is taken from broker 1's log growth, sampled every 250 ms.
+
+    .venv/bin/python -m bench.replication [--backlog-mb 1024]
+
+Writes bench/out/replication.json and bench/out/replication.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from confluent_kafka import Producer
+
+from bench.common import OUT, cluster, machine, progress, write_json
+from bench.produce_consume import socket_pump
+from fetcher.connection import KafkaConnection
+
+MB = 1_000_000
+PARTITIONS = 8
+
+
+async def create_topic(bootstrap: str, topic: str) -> None:
+    host, port = bootstrap.split(":")
+    async with await KafkaConnection.open(host, int(port)) as c:
+        resp = await c.request(19, 1, {"topics": [{
+            "name": topic, "num_partitions": -1, "replication_factor": -1,
+            "assignments": [{"partition_index": p, "broker_ids": [0, 1]} for p in range(PARTITIONS)],
+            "configs": []}], "timeout_ms": 30000})
+    assert resp["topics"][0]["error_code"] == 0, resp
+
+
+def produce(bootstrap: str, topic: str, total: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 50, "batch.size": 1_000_000,
+                  "queue.buffering.max.kbytes": 1_000_000, "enable.idempotence": False})
+    value = b"r" * 1024
+    n = total // 1024
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i and i % 200_000 == 0:
+            progress(f"  produced {i * 1024 / MB:,.0f} MB")
+    assert p.flush(300) == 0
+
+
+def log_bytes(broker, topic: str) -> int:  # noqa: ANN001
+    return sum(f.stat().st_size for f in broker.log_dir.glob(f"{topic}-*/*.log"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backlog-mb", type=int, default=1024)
+    args = ap.parse_args()
+    total = args.backlog_mb * 1024 * 1024
+    with cluster(2, **{"replica.fetch.max.bytes": str(4 * 1024 * 1024),
+                       "replica.fetch.response.max.bytes": str(32 * 1024 * 1024)}) as (b0, b1):
+        asyncio.run(create_topic(b0.bootstrap, "backlog"))
+        time.sleep(1)
+        b1.stop()
+        progress(f"producing a {args.backlog_mb} MiB backlog to broker 0")
+        produce(b0.bootstrap, "backlog", total)
+        target = log_bytes(b0, "backlog")
+        progress(f"starting broker 1 to catch up {target / MB:,.0f} MB")
+        b1.start()
+        samples = [(time.monotonic(), log_bytes(b1, "backlog"))]
+        while samples[-1][1] < target:
+            time.sleep(0.25)
+            samples.append((time.monotonic(), log_bytes(b1, "backlog")))
+            if len(samples) % 20 == 0:
+                progress(f"  follower at {samples[-1][1] / MB:,.0f} of {target / MB:,.0f} MB")
+    start = next(i for i, (_, b) in enumerate(samples) if b > 0) - 1
+    t0, _ = samples[start]
+    t1, _ = samples[-1]
+    rate = target / (t1 - t0) / MB
+    progress("raw loopback pump of the same bytes")
+    pump = target / socket_pump(target) / MB
+    data = {"bench": "replication", "machine": machine(), "backlog_bytes": target, "message_bytes": 1024,
+            "partitions": PARTITIONS, "catch_up_seconds": round(t1 - t0, 2), "catch_up_mb_per_s": round(rate, 1),
+            "raw_socket_pump_mb_per_s": round(pump, 1), "ratio_to_pump": round(rate / pump, 3),
+            "samples": [(round(t - t0, 2), b) for t, b in samples[start:]]}
+    write_json("replication", {k: v for k, v in data.items() if k != "samples"} | {"samples_count": len(samples)})
+    (OUT / "replication_samples.json").write_text(str(data["samples"]))
+    plot(data)
+
+
+def plot(data: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [t for t, _ in data["samples"]]
+    ys = [b / MB for _, b in data["samples"]]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(xs, ys, label="follower log size")
+    ax.set_xlabel("seconds since the follower started")
+    ax.set_ylabel("MB replicated")
+    ax.set_title(f"catch-up {data['catch_up_mb_per_s']} MB/s "
+                 f"(raw socket pump {data['raw_socket_pump_mb_per_s']} MB/s)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(OUT / "replication.png", dpi=100)
+
+
+if __name__ == "__main__":
+    main()

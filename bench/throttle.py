@@ -1,0 +1,136 @@
+"""KIP-73 accuracy: a bootstrapping broker catching up under replication throttle T.
+
+Three brokers; a topic of 20 partitions with replicas [p % 2, 2]. Broker 2 is stopped, a
+backlog worth about 25 s at T is produced, the throttle is set with `minibroker configs`
+(replica lists `*` on the topic, rate T on `brokers/<default>`), and broker 2 restarts.
+Every second the bench reads broker 2's log growth and the brokers' own
+`*_replication_throttled_rate` gauges. Runs: T = 1, 5 and 20 MB/s, and one where T changes
+mid-move from 4 to 12 MB/s.
+
+    .venv/bin/python -m bench.throttle [--runs 1,5,20,change]
+
+Writes bench/out/throttle.json and bench/out/throttle.png. Targets: the mean over the move
+within 3% of T, and no 5-second window above 1.05 T after the first window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import time
+import urllib.request
+
+from bench.common import OUT, ROOT, cluster, machine, progress, write_json
+from bench.replication import log_bytes
+from tests.integration.test_throttle import create_assigned_on, produce_bytes
+
+MB = 1_000_000
+PARTITIONS = 20
+
+
+def gauge(url: str, name: str) -> float:
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith(f"minibroker_{name} "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def configs(zk: str, *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "broker", "configs", "--zookeeper", zk, *args], check=True,
+                   cwd=str(ROOT), capture_output=True, timeout=60)
+
+
+def set_rate(zk: str, rate: int) -> None:
+    configs(zk, "--entity-type", "brokers", "--entity-default", "--alter", "--add-config",
+            f"leader.replication.throttled.rate={rate},follower.replication.throttled.rate={rate}")
+
+
+def run(label: str, rate: int, change_to: int | None = None, change_after: float = 10.0) -> dict:
+    backlog = int(rate * 25) if change_to is None else int(rate * change_after + change_to * 15)
+    with cluster(3) as brokers:
+        b0, _, b2 = brokers
+        zk = b0.zk_connect_string
+        asyncio.run(create_assigned_on(b0.bootstrap, "thr", {p: [p % 2, 2] for p in range(PARTITIONS)}))
+        time.sleep(1.5)
+        b2.stop()
+        progress(f"[{label}] producing a {backlog / MB:,.0f} MB backlog")
+        produce_bytes(",".join(b.bootstrap for b in brokers[:2]), "thr", PARTITIONS, backlog)
+        target = log_bytes(brokers[0], "thr") + log_bytes(brokers[1], "thr")
+        configs(zk, "--entity-type", "topics", "--entity-name", "thr", "--alter", "--add-config",
+                "leader.replication.throttled.replicas=*,follower.replication.throttled.replicas=*")
+        set_rate(zk, rate)
+        time.sleep(1)
+        progress(f"[{label}] broker 2 catches up {target / MB:,.0f} MB at T = {rate / MB} MB/s")
+        b2.start()
+        t0 = time.monotonic()
+        seconds: list[dict] = []
+        last = log_bytes(b2, "thr")
+        changed = change_to is None
+        while last < target and time.monotonic() - t0 < 600:
+            time.sleep(1.0 - ((time.monotonic() - t0) % 1.0))
+            now = log_bytes(b2, "thr")
+            t = round(time.monotonic() - t0)
+            quota = rate if not changed or change_to is None else change_to
+            seconds.append({"t": t, "quota": quota, "disk_rate": now - last,
+                            "follower_gauge": gauge(b2.metrics_url, "follower_replication_throttled_rate"),
+                            "leader_gauge": sum(gauge(b.metrics_url, "leader_replication_throttled_rate")
+                                                for b in brokers[:2])})
+            last = now
+            if not changed and t >= change_after:
+                set_rate(zk, change_to)
+                changed = True
+                progress(f"[{label}] T changed to {change_to / MB} MB/s")
+    moving = [s for s in seconds if s["disk_rate"] > 0]
+    phase = [s for s in moving if s["quota"] == moving[-1]["quota"]] if change_to else moving
+    mean = sum(s["disk_rate"] for s in phase[:-1]) / max(len(phase) - 1, 1)  # the last second is partial
+    final_t = phase[0]["quota"]
+    windows = [sum(s["disk_rate"] for s in phase[i:i + 5]) / 5 for i in range(1, max(len(phase) - 5, 1))]
+    return {"label": label, "T": rate, "changed_to": change_to, "backlog_bytes": target,
+            "mean_rate_final_phase": round(mean), "mean_over_T": round(mean / final_t, 4),
+            "max_5s_window_over_T": round(max(windows) / final_t, 4) if windows else None,
+            "seconds": seconds}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", default="1,5,20,change")
+    args = ap.parse_args()
+    results = []
+    for r in args.runs.split(","):
+        if r == "change":
+            results.append(run("4 -> 12 MB/s", 4 * MB, 12 * MB))
+        else:
+            results.append(run(f"{r} MB/s", int(float(r) * MB)))
+        res = results[-1]
+        progress(f"  mean {res['mean_over_T']:.3f} T, worst 5 s window {res['max_5s_window_over_T']} T")
+    write_json("throttle", {"bench": "throttle", "machine": machine(), "runs": results})
+    plot(results)
+
+
+def plot(results: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(results), 1, figsize=(8, 2.6 * len(results)), squeeze=False)
+    for ax, r in zip(axes[:, 0], results, strict=True):
+        ts = [s["t"] for s in r["seconds"]]
+        ax.plot(ts, [s["disk_rate"] / MB for s in r["seconds"]], label="follower log growth")
+        ax.plot(ts, [s["follower_gauge"] / MB for s in r["seconds"]], label="follower throttled rate (gauge)")
+        ax.plot(ts, [s["leader_gauge"] / MB for s in r["seconds"]], label="leaders' throttled rate (gauge)")
+        ax.step(ts, [s["quota"] / MB for s in r["seconds"]], "k--", where="post", label="T")
+        ax.set_ylabel("MB/s")
+        ax.set_title(f"T = {r['label']}: mean {r['mean_over_T']:.3f} T")
+    axes[-1, 0].set_xlabel("seconds since broker 2 restarted")
+    axes[0, 0].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    OUT.mkdir(parents=True, exist_ok=True)
+    fig.savefig(OUT / "throttle.png", dpi=100)
+
+
+if __name__ == "__main__":
+    main()
