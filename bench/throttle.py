@@ -83,11 +83,14 @@ def run(label: str, rate: int, change_to: int | None = None, change_after: float
                 set_rate(zk, change_to)
                 changed = True
                 progress(f"[{label}] T changed to {change_to / MB} MB/s")
-    moving = [s for s in seconds if s["disk_rate"] > 0]
-    phase = [s for s in moving if s["quota"] == moving[-1]["quota"]] if change_to else moving
-    mean = sum(s["disk_rate"] for s in phase[:-1]) / max(len(phase) - 1, 1)  # the last second is partial
-    final_t = phase[0]["quota"]
-    windows = [sum(s["disk_rate"] for s in phase[i:i + 5]) / 5 for i in range(1, max(len(phase) - 5, 1))]
+    # The mean over the move: every whole second from the restart to completion (the last,
+    # partial second is left out). For the changed run, the seconds after the change plus 2 s.
+    phase = seconds[:-1]
+    if change_to is not None:
+        phase = [s for s in phase if s["t"] > change_after + 2]
+    final_t = phase[0]["quota"] if phase else rate
+    mean = sum(s["disk_rate"] for s in phase) / max(len(phase), 1)
+    windows = [sum(s["disk_rate"] for s in phase[i:i + 5]) / 5 for i in range(1, len(phase) - 4)]
     return {"label": label, "T": rate, "changed_to": change_to, "backlog_bytes": target,
             "mean_rate_final_phase": round(mean), "mean_over_T": round(mean / final_t, 4),
             "max_5s_window_over_T": round(max(windows) / final_t, 4) if windows else None,

@@ -83,8 +83,21 @@ class ReplicationThrottles:
     # ---- follower side (fetcher.replica_fetcher.FetchThrottle) -----------------------
 
     def leave_out(self, tp: TP) -> bool:
+        return self.limited(tp) and self.follower.is_quota_exceeded()
+
+    def limited(self, tp: TP) -> bool:
+        """Throttled and not in sync: its fetches count against the follower budget."""
         in_sync = self.follower_lag.get(tp, 1) <= 0
-        return self.follower.is_throttled(*tp) and not in_sync and self.follower.is_quota_exceeded()
+        return self.follower.is_throttled(*tp) and not in_sync
+
+    def budget(self) -> float:
+        return self.follower.allowance()
+
+    def reserve(self, nbytes: int) -> None:
+        self.follower.reserve(nbytes)
+
+    def release(self, nbytes: int) -> None:
+        self.follower.release(nbytes)
 
     def record(self, tp: TP, nbytes: int) -> None:
         if self.follower.is_throttled(*tp):

@@ -43,7 +43,15 @@ class FetchThrottle(Protocol):
     """KIP-73 follower side: leave a partition out while the follower quota is exceeded."""
 
     def leave_out(self, tp: TP) -> bool: ...
+    def limited(self, tp: TP) -> bool: ...
+    def budget(self) -> float: ...
+    def reserve(self, nbytes: int) -> None: ...
+    def release(self, nbytes: int) -> None: ...
     def record(self, tp: TP, nbytes: int) -> None: ...
+
+
+# Below this much budget a throttled partition waits rather than asking for crumbs.
+MIN_THROTTLED_FETCH = 16 * 1024
 
 
 @dataclass
@@ -104,16 +112,31 @@ class ReplicaFetcher:
         self.rng.shuffle(wanted)
         self.last_request_order = [tp for tp, _ in wanted]
         topics: list[dict[str, Any]] = []
+        # Throttled, lagging partitions share what is left of the follower budget, in the
+        # shuffled order; once it is spent they wait for the next request.
+        budget = self.throttle.budget() if self.throttle is not None else float("inf")
+        reserved = 0
         # Fetch v3 groups partitions under topics; keep the shuffled order, opening a new
         # topic block whenever the topic changes (a topic may appear more than once).
         for (topic, p), offset in wanted:
+            max_bytes = self.settings.partition_max_bytes
+            if self.throttle is not None and self.throttle.limited((topic, p)):
+                if budget < min(max_bytes, MIN_THROTTLED_FETCH):
+                    continue
+                max_bytes = int(min(max_bytes, budget))
+                budget -= max_bytes
+                reserved += max_bytes
             if not topics or topics[-1]["topic"] != topic:
                 topics.append({"topic": topic, "partitions": []})
             topics[-1]["partitions"].append({"partition": p, "fetch_offset": offset,
-                                             "partition_max_bytes": self.settings.partition_max_bytes})
+                                             "partition_max_bytes": max_bytes})
+        if not topics:
+            return None
+        if reserved and self.throttle is not None:
+            self.throttle.reserve(reserved)
         s = self.settings
         return {"replica_id": s.replica_id, "max_wait_ms": s.max_wait_ms, "min_bytes": s.min_bytes,
-                "max_bytes": s.response_max_bytes, "topics": topics}
+                "max_bytes": s.response_max_bytes, "topics": topics, "_reserved": reserved}
 
     async def _connection(self) -> KafkaConnection:
         if self._conn is None:
@@ -137,19 +160,28 @@ class ReplicaFetcher:
                 except TimeoutError:
                     pass
                 continue
+            reserved = request.pop("_reserved", 0)
             try:
                 conn = await self._connection()
                 response = await self._fetch(conn, request)
             except asyncio.CancelledError:
+                if reserved and self.throttle is not None:
+                    self.throttle.release(reserved)
                 raise
             except Exception as e:
+                if reserved and self.throttle is not None:
+                    self.throttle.release(reserved)
                 log.info("fetcher.request_failed", source=self.source_id, error=type(e).__name__)
                 if self._conn is not None:
                     await self._conn.close()
                     self._conn = None
                 await asyncio.sleep(backoff)
                 continue
-            await self._handle(conn, request, response)
+            try:
+                await self._handle(conn, request, response)
+            finally:
+                if reserved and self.throttle is not None:
+                    self.throttle.release(reserved)
 
     async def _fetch(self, conn: KafkaConnection, request: dict[str, Any]) -> dict[str, Any]:
         # Record sets stay zero-copy slices of the response frame all the way to the log write.

@@ -6,6 +6,12 @@ separate: the leader drops throttled, out-of-sync partitions from its responses 
 measured SimpleRate is above the bound; the follower leaves them out of its requests.
 Changing the rate keeps the samples, as Kafka does. Time comes from the injected clock
 (milliseconds).
+
+Departure from Kafka 0.10.1, for accuracy: besides the on/off check, `allowance()` says how
+many more bytes fit under the bound right now (bound × window − recorded − reserved). The
+leader caps a response's throttled bytes to it and the follower caps what it asks for, so a
+10 MB fetch response cannot overshoot a 1 MB/s quota by ten seconds' worth. Reservations
+cover bytes asked for but not yet received, so concurrent fetchers share one budget.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ class ReplicationQuotaManager:
         self.rate = SimpleRate(samples, window_seconds)
         self.quota: float | None = None
         self.throttled: dict[str, frozenset[int]] = {}
+        self.reserved = 0.0
 
     def update_quota(self, bytes_per_second: float | None) -> None:
         self.quota = bytes_per_second
@@ -58,6 +65,20 @@ class ReplicationQuotaManager:
 
     def record(self, nbytes: int) -> None:
         self.rate.record(nbytes, self.clock())
+
+    def allowance(self) -> float:
+        """Bytes that can be added now without the measured rate going over the quota."""
+        if self.quota is None:
+            return float("inf")
+        now = self.clock()
+        window_s = self.rate.window_ms(now) / 1000
+        return max(0.0, self.quota * window_s - self.rate.stat.total(now) - self.reserved)
+
+    def reserve(self, nbytes: float) -> None:
+        self.reserved += nbytes
+
+    def release(self, nbytes: float) -> None:
+        self.reserved = max(0.0, self.reserved - nbytes)
 
     def measured_rate(self) -> float:
         return self.rate.measure(self.clock())

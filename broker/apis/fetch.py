@@ -13,7 +13,9 @@ Follower fetches (replica_id >= 0) first record the follower's fetch offset (ISR
 bookkeeping). A partition listed in `leader.replication.throttled.replicas` whose
 follower is out of the ISR is answered with empty records and the normal high watermark
 while the leader quota is exceeded (KAFKA-4313 keeps in-sync replicas unthrottled); it
-costs nothing of the response budget and counts nothing toward min_bytes. The bytes of
+costs nothing of the response budget and counts nothing toward min_bytes. While the quota
+is not exceeded, such partitions together get at most the quota's remaining allowance
+(a departure from 0.10.1, which let one response overshoot by its whole size). The bytes of
 every throttled partition in the response, in-sync ones included, are recorded when the
 response is sent.
 """
@@ -48,7 +50,8 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
     exceeded: bool | None = None  # measured at most once per pass
     limit = request.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF
     min_one = version >= 3
-    total = throttled_bytes = 0
+    total = throttled_bytes = limited_bytes = 0
+    allowance = float("inf")
     responses = []
     for topic in request["topics"]:
         name = topic["topic"]
@@ -65,18 +68,22 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
             if part.leader != broker.broker_id and replica_id != DEBUG_REPLICA_ID:
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
                 continue
-            throttled = False
+            throttled = limited = False
             if not consumer:
                 rm.record_follower_fetch(part, replica_id, fp["fetch_offset"])
                 throttled = leader_quota.is_throttled(name, idx)
-                if throttled and replica_id not in part.isr:
+                limited = throttled and replica_id not in part.isr
+                if limited:
                     if exceeded is None:
                         exceeded = leader_quota.is_quota_exceeded()
-                    if exceeded:
+                        allowance = leader_quota.allowance()
+                    if exceeded or allowance - limited_bytes <= 0:
                         out["high_watermark"] = part.high_watermark
                         continue
             out["high_watermark"] = part.high_watermark
             size = max(0, min(fp["partition_max_bytes"], limit))
+            if limited:
+                size = int(min(size, allowance - limited_bytes))
             try:
                 sl = rm.read(part, fp["fetch_offset"], size, consumer=consumer,
                              min_one_message=min_one, allow_partial=version < 3)
@@ -89,6 +96,8 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
                 total += len(data)
                 if throttled:
                     throttled_bytes += len(data)
+                if limited:
+                    limited_bytes += len(data)
                 if version >= 3:
                     limit -= len(data)
                     min_one = False

@@ -97,3 +97,26 @@ def test_replication_quota_manager_lists_and_rate() -> None:
     assert q.is_quota_exceeded()
     q.update_quota(200)  # samples kept, only the bound moves
     assert not q.is_quota_exceeded()
+
+
+def test_replication_allowance_is_what_fits_under_the_bound() -> None:
+    from quotas.replication import ReplicationQuotaManager
+
+    now = [0.0]
+    q = ReplicationQuotaManager(11, 1, lambda: now[0])
+    assert q.allowance() == float("inf")  # no quota
+    q.update_quota(1000)
+    assert q.allowance() == 1000  # a young history counts as one window
+    q.record(600)
+    assert q.allowance() == 400
+    q.reserve(300)  # asked for, not yet received: other fetchers must not spend it
+    assert q.allowance() == 100
+    q.release(300)
+    now[0] = 3000  # three seconds of history: 3000 bytes fit in all, 600 spent
+    assert q.allowance() == 2400
+    q.record(2400)
+    assert q.allowance() == 0 and not q.is_quota_exceeded()
+    q.record(1)
+    assert q.allowance() == 0 and q.is_quota_exceeded()
+    q.release(10**6)  # never below zero
+    assert q.reserved == 0
