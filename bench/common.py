@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,26 +39,30 @@ def progress(msg: str) -> None:
 
 @contextmanager
 def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]:
-    with tempfile.TemporaryDirectory(prefix="minibroker-bench-") as tmp:
-        work = Path(tmp)
-        zk = ZooKeeperServer(work / "zk")
-        zk.start()
-        procs = []
-        for i in range(brokers):
-            mport = free_port()
-            b = BrokerProcess(work, i, zk.connect_string,
-                              {"metrics.listener": f"http://127.0.0.1:{mport}", **overrides})
-            b.metrics_url = f"http://127.0.0.1:{mport}/metrics"
-            procs.append(b)
-        procs[0].zk_connect_string = zk.connect_string
-        try:
-            for b in procs:
-                b.start()
-            yield procs
-        finally:
-            for b in procs:
-                b.stop()
-            zk.stop()
+    # MINIBROKER_BENCH_KEEP=1 keeps the brokers' logs and data for a look afterwards.
+    keep = bool(os.environ.get("MINIBROKER_BENCH_KEEP"))
+    work = Path(tempfile.mkdtemp(prefix="minibroker-bench-"))
+    zk = ZooKeeperServer(work / "zk")
+    zk.start()
+    procs = []
+    for i in range(brokers):
+        mport = free_port()
+        b = BrokerProcess(work, i, zk.connect_string, {"metrics.listener": f"http://127.0.0.1:{mport}", **overrides})
+        b.metrics_url = f"http://127.0.0.1:{mport}/metrics"
+        procs.append(b)
+    procs[0].zk_connect_string = zk.connect_string
+    try:
+        for b in procs:
+            b.start()
+        yield procs
+    finally:
+        for b in procs:
+            b.stop()
+        zk.stop()
+        if keep:
+            progress(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def create_topic(broker: BrokerProcess, name: str, partitions: int, replication_factor: int = 1) -> None:

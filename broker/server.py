@@ -187,9 +187,11 @@ class Broker:
             await self.zk.ensure_path(path)
         await self.listener.start()
         self.replicas.start()
+        # Configs first, registration second (as Kafka's start-up does): registering makes the
+        # controller hand out partitions, and a replica fetcher must not start unthrottled.
+        await self.dynamic_config.start()
         await self._register(new_session=True)
         self.zk.on_session(self._on_session)
-        await self.dynamic_config.start()
         await self.controller.start()
         addr = self.config.metrics_address
         if addr:

@@ -52,6 +52,7 @@ class FetchThrottle(Protocol):
 
 # Below this much budget a throttled partition waits rather than asking for crumbs.
 MIN_THROTTLED_FETCH = 16 * 1024
+THROTTLE_POLL_S = 0.05
 
 
 @dataclass
@@ -72,6 +73,7 @@ class ReplicaFetcher:
         self.sink = sink
         self.throttle = throttle
         self.rng = rng or random.Random()
+        self._throttled_out = False
         self.partitions: dict[TP, float] = {}  # tp -> not before (monotonic s), for per-partition back-off
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -100,8 +102,11 @@ class ReplicaFetcher:
 
     def build_request(self, now: float) -> dict[str, Any] | None:
         ready = [tp for tp, not_before in self.partitions.items() if not_before <= now]
+        self._throttled_out = False
         if self.throttle is not None:
-            ready = [tp for tp in ready if not self.throttle.leave_out(tp)]
+            kept = [tp for tp in ready if not self.throttle.leave_out(tp)]
+            self._throttled_out = len(kept) < len(ready)
+            ready = kept
         wanted = []
         for tp in ready:
             offset = self.sink.log_end_offset(tp)
@@ -122,6 +127,7 @@ class ReplicaFetcher:
             max_bytes = self.settings.partition_max_bytes
             if self.throttle is not None and self.throttle.limited((topic, p)):
                 if budget < min(max_bytes, MIN_THROTTLED_FETCH):
+                    self._throttled_out = True
                     continue
                 max_bytes = int(min(max_bytes, budget))
                 budget -= max_bytes
@@ -153,10 +159,13 @@ class ReplicaFetcher:
                 continue
             request = self.build_request(time.monotonic())
             if request is None:
-                # Every partition is left out (throttled or backing off): wait, as Kafka does.
+                # Every partition is left out (throttled or backing off): wait, as Kafka does,
+                # but only briefly when the throttle is the reason: its budget refills
+                # continuously, and a whole back-off would leave a tenth of the quota unused.
                 self._wake.clear()
+                wait = THROTTLE_POLL_S if self._throttled_out else backoff
                 try:
-                    await asyncio.wait_for(self._wake.wait(), backoff)
+                    await asyncio.wait_for(self._wake.wait(), wait)
                 except TimeoutError:
                     pass
                 continue

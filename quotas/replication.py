@@ -20,6 +20,10 @@ from collections.abc import Callable
 
 from quotas.rate import SimpleRate, exceeds
 
+# The most one fetch may move at once, in seconds of the quota: small enough for a smooth
+# rate, large enough that a fetch still carries a useful amount at low rates.
+MAX_BURST_SECONDS = 0.5
+
 
 class _AllPartitions(frozenset):  # type: ignore[type-arg]
     """The `*` replica list: every partition of the topic."""
@@ -67,12 +71,17 @@ class ReplicationQuotaManager:
         self.rate.record(nbytes, self.clock())
 
     def allowance(self) -> float:
-        """Bytes that can be added now without the measured rate going over the quota."""
+        """Bytes that can be added now without the measured rate going over the quota.
+
+        Never more than MAX_BURST_SECONDS of the quota at once: after a raise, the headroom of
+        the whole window would otherwise arrive in one burst.
+        """
         if self.quota is None:
             return float("inf")
         now = self.clock()
         window_s = self.rate.window_ms(now) / 1000
-        return max(0.0, self.quota * window_s - self.rate.stat.total(now) - self.reserved)
+        headroom = self.quota * window_s - self.rate.stat.total(now)
+        return max(0.0, min(headroom, self.quota * MAX_BURST_SECONDS) - self.reserved)
 
     def reserve(self, nbytes: float) -> None:
         self.reserved += nbytes

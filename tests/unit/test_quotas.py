@@ -106,14 +106,17 @@ def test_replication_allowance_is_what_fits_under_the_bound() -> None:
     q = ReplicationQuotaManager(11, 1, lambda: now[0])
     assert q.allowance() == float("inf")  # no quota
     q.update_quota(1000)
-    assert q.allowance() == 1000  # a young history counts as one window
+    assert q.allowance() == 500  # at most half a second of the quota per fetch
     q.record(600)
-    assert q.allowance() == 400
+    assert q.allowance() == 400  # a young history counts as one window
     q.reserve(300)  # asked for, not yet received: other fetchers must not spend it
     assert q.allowance() == 100
     q.release(300)
     now[0] = 3000  # three seconds of history: 3000 bytes fit in all, 600 spent
-    assert q.allowance() == 2400
+    assert q.allowance() == 500
+    q.update_quota(10_000)  # a raise does not release the window's whole headroom at once
+    assert q.allowance() == 5000
+    q.update_quota(1000)
     q.record(2400)
     assert q.allowance() == 0 and not q.is_quota_exceeded()
     q.record(1)
