@@ -31,11 +31,13 @@ PARTITIONS = 20
 
 
 def gauge(url: str, name: str) -> float:
+    """The metric's value, summed over its label sets."""
     text = urllib.request.urlopen(url, timeout=5).read().decode()
+    total = 0.0
     for line in text.splitlines():
-        if line.startswith(f"minibroker_{name} "):
-            return float(line.split()[-1])
-    return 0.0
+        if line.startswith(f"minibroker_{name} ") or line.startswith(f"minibroker_{name}{{"):
+            total += float(line.split()[-1])
+    return total
 
 
 def configs(zk: str, *args: str) -> None:
@@ -76,6 +78,7 @@ def run(label: str, rate: int, change_to: int | None = None, change_after: float
             quota = rate if not changed or change_to is None else change_to
             seconds.append({"t": t, "quota": quota, "disk_rate": now - last,
                             "follower_gauge": gauge(b2.metrics_url, "follower_replication_throttled_rate"),
+                            "bytes_in_gauge": gauge(b2.metrics_url, "partition_bytes_in_rate"),
                             "leader_gauge": sum(gauge(b.metrics_url, "leader_replication_throttled_rate")
                                                 for b in brokers[:2])})
             last = now
@@ -83,9 +86,11 @@ def run(label: str, rate: int, change_to: int | None = None, change_after: float
                 set_rate(zk, change_to)
                 changed = True
                 progress(f"[{label}] T changed to {change_to / MB} MB/s")
-    # The mean over the move: every whole second from the restart to completion (the last,
-    # partial second is left out). For the changed run, the seconds after the change plus 2 s.
-    phase = seconds[:-1]
+    # The mean over the move: every whole second from the first byte moved to the last, leaving
+    # out those two seconds (each is only partly inside the move). For the changed run, the
+    # seconds from 2 s after the change.
+    growing = [i for i, s in enumerate(seconds) if s["disk_rate"] > 0]
+    phase = seconds[growing[0] + 1:growing[-1]] if len(growing) > 2 else seconds
     if change_to is not None:
         phase = [s for s in phase if s["t"] > change_after + 2]
     final_t = phase[0]["quota"] if phase else rate

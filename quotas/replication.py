@@ -73,15 +73,19 @@ class ReplicationQuotaManager:
     def allowance(self) -> float:
         """Bytes that can be added now without the measured rate going over the quota.
 
-        Never more than MAX_BURST_SECONDS of the quota at once: after a raise, the headroom of
-        the whole window would otherwise arrive in one burst.
+        Three bounds: the quota over the whole window (Kafka's rate), the quota over the last
+        sample or two (so that raising the quota does not release the window's unused headroom
+        in one burst), and MAX_BURST_SECONDS of the quota for any one fetch.
         """
         if self.quota is None:
             return float("inf")
         now = self.clock()
+        stat = self.rate.stat
         window_s = self.rate.window_ms(now) / 1000
-        headroom = self.quota * window_s - self.rate.stat.total(now)
-        return max(0.0, min(headroom, self.quota * MAX_BURST_SECONDS) - self.reserved)
+        headroom = self.quota * window_s - stat.total(now)
+        recent, span_ms = stat.recent(now, 2 * stat.window_ms)
+        short = self.quota * max(span_ms, stat.window_ms) / 1000 - recent
+        return max(0.0, min(headroom, short, self.quota * MAX_BURST_SECONDS) - self.reserved)
 
     def reserve(self, nbytes: float) -> None:
         self.reserved += nbytes

@@ -123,3 +123,25 @@ def test_replication_allowance_is_what_fits_under_the_bound() -> None:
     assert q.allowance() == 0 and q.is_quota_exceeded()
     q.release(10**6)  # never below zero
     assert q.reserved == 0
+
+
+def test_raising_the_quota_does_not_release_the_window_at_once() -> None:
+    from quotas.replication import ReplicationQuotaManager
+
+    now = [0.0]
+    q = ReplicationQuotaManager(11, 1, lambda: now[0])
+    q.update_quota(1000)
+    for _ in range(10):  # ten seconds at exactly the quota
+        q.record(1000)
+        now[0] += 1000
+    q.update_quota(3000)
+    # The whole window would allow 3000 * 10 - 10000 = 20000 bytes; the recent bound allows
+    # what two seconds at the new quota hold, minus the second already spent.
+    moved = 0.0
+    for _ in range(50):
+        a = q.allowance()
+        if a <= 0:
+            break
+        q.record(a)
+        moved += a
+    assert moved <= 3000 * 2 - 1000 + 1
