@@ -23,6 +23,8 @@ from quotas.rate import SimpleRate, exceeds
 # The most one fetch may move at once, in seconds of the quota: small enough for a smooth
 # rate, large enough that a fetch still carries a useful amount at low rates.
 MAX_BURST_SECONDS = 0.5
+# How many recent samples bound a burst after the quota is raised.
+SHORT_HORIZON_SAMPLES = 3
 
 
 class _AllPartitions(frozenset):  # type: ignore[type-arg]
@@ -83,7 +85,7 @@ class ReplicationQuotaManager:
         stat = self.rate.stat
         window_s = self.rate.window_ms(now) / 1000
         headroom = self.quota * window_s - stat.total(now)
-        recent, span_ms = stat.recent(now, 2 * stat.window_ms)
+        recent, span_ms = stat.recent(now, SHORT_HORIZON_SAMPLES * stat.window_ms)
         short = self.quota * max(span_ms, stat.window_ms) / 1000 - recent
         return max(0.0, min(headroom, short, self.quota * MAX_BURST_SECONDS) - self.reserved)
 
