@@ -54,6 +54,12 @@ def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]
     try:
         for b in procs:
             b.start()
+        # Listening comes before registering in ZooKeeper; wait until every broker is in.
+        deadline = time.monotonic() + 60
+        while not all("broker.started" in b.log() for b in procs):
+            if time.monotonic() > deadline:
+                raise RuntimeError("brokers did not register")
+            time.sleep(0.1)
         yield procs
     finally:
         for b in procs:
