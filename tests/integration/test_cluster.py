@@ -174,13 +174,13 @@ async def test_controller_kill_elects_a_new_controller_that_takes_over(cluster: 
     epoch = int((await cluster.zk.get("/controller_epoch"))[0])
     cluster.by_id(old).kill()
 
-    async def moved() -> int | None:
+    async def moved() -> dict | None:  # a dict: broker id 0 would read as "not yet"
         try:
             c = await cluster.controller()
         except Exception:  # noqa: BLE001 - /controller is briefly absent during the election
             return None
-        return c if c != old else None
-    new = await cluster.wait_for("a new controller", moved, timeout=30)
+        return {"id": c} if c != old else None
+    new = (await cluster.wait_for("a new controller", moved, timeout=30))["id"]
     assert new != old
     assert int((await cluster.zk.get("/controller_epoch"))[0]) > epoch
     # The new controller does the controller's work: a new topic gets leaders on live brokers.
@@ -206,9 +206,11 @@ async def test_describe_shows_leader_replicas_and_isr(cluster: Cluster) -> None:
 async def test_corrupt_state_znode_is_logged_and_skipped(cluster: Cluster) -> None:
     cluster.create_topic("good", 1, 3)
     await cluster.wait_isr("good", 0, {0, 1, 2})
-    await cluster.zk.create("/brokers/topics/bad", json.dumps(
-        {"version": 1, "partitions": {"0": [0, 1, 2]}}).encode())
+    # The state znode first (its parents, the topic znode included, come empty: a bad
+    # assignment), then the assignment: the controller meets both a bad assignment and a
+    # corrupt state, in that order, and must log and skip each.
     await cluster.zk.create("/brokers/topics/bad/partitions/0/state", b"{not json", make_parents=True)
+    await cluster.zk.set("/brokers/topics/bad", json.dumps({"version": 1, "partitions": {"0": [0, 1, 2]}}).encode())
     await asyncio.sleep(2)
     for b in cluster.brokers:
         assert b.proc.poll() is None, b.log()
