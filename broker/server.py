@@ -238,13 +238,20 @@ class Broker:
                 await asyncio.wait_for(self.controlled_shutdown(), 60)
             except TimeoutError:
                 log.warning("broker.controlled_shutdown_timeout")
-        await self.fetchers.stop()
-        await self.controller.stop()
-        await self.listener.stop()
+        # Each step is bounded: SIGTERM must end in an exit, whatever a peer is doing.
+        for name, step in (("fetchers", self.fetchers.stop), ("controller", self.controller.stop),
+                           ("listener", self.listener.stop)):
+            try:
+                await asyncio.wait_for(step(), 10)
+            except TimeoutError:
+                log.warning("broker.stop_step_timeout", step=name)
         if self._metrics_server is not None:
             self._metrics_server.close()
         await self.replicas.stop()
-        await self.zk.close()
+        try:
+            await asyncio.wait_for(self.zk.close(), 10)
+        except TimeoutError:
+            log.warning("broker.stop_step_timeout", step="zookeeper")
         log.info("broker.stopped")
 
     async def run_until_signal(self) -> None:

@@ -130,9 +130,10 @@ class KafkaConnection:
         if self._writer is not None:
             self._writer.close()
             try:
-                await self._writer.wait_closed()
+                # A peer that stopped reading would hold the close forever; give up and abort.
+                await asyncio.wait_for(self._writer.wait_closed(), 2)
             except Exception:
-                pass
+                self._writer.transport.abort()
 
     async def __aenter__(self) -> KafkaConnection:
         return self

@@ -50,6 +50,7 @@ class BrokerProcess:
         return self.workdir / f"logs-{self.broker_id}"
 
     def start(self, wait: bool = True, timeout: float = 30) -> None:
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         out = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", str(self.props)],
                                      stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -64,12 +65,20 @@ class BrokerProcess:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker {self.broker_id} exited {self.proc.returncode}:\n{self.log()}")
-            with socket.socket() as s:
-                s.settimeout(0.2)
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
+            # Ready means registered in ZooKeeper (logged as broker.started), not just listening:
+            # like Kafka, the listener opens before the broker registers.
+            if self._started_logged():
+                return
             time.sleep(0.05)
         raise TimeoutError(f"broker {self.broker_id} not listening after {timeout}s:\n{self.log()}")
+
+    def _started_logged(self) -> bool:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(getattr(self, "_log_start", 0))
+                return b"broker.started" in f.read()
+        except OSError:
+            return False
 
     def log(self) -> str:
         try:

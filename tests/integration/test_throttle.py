@@ -228,3 +228,45 @@ async def test_malformed_throttle_config_is_rejected_and_the_old_value_kept(clus
         log = b.log_path.read_text()
         assert "config.invalid_value" in log and "leader.replication.throttled.rate" in log
         assert "leader.replication.throttled.replicas" in log
+
+
+async def test_catch_up_with_produce_traffic_follows_t_minus_inbound(cluster: Cluster, zk_server) -> None:  # noqa: ANN001
+    rate, inbound = 5 * MB, 1 * MB
+    await stopped_follower_with_backlog(cluster, "busy", 20, 60 * MB)
+    set_throttle(cluster, zk_server.connect_string, "busy", rate)
+    stop = asyncio.Event()
+
+    def steady_producer() -> None:
+        # New data for the same (throttled, not in sync) partitions at `inbound` bytes/s.
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1", "linger.ms": 5,
+                      "enable.idempotence": False})
+        value = b"i" * 1000
+        sent, start = 0, time.monotonic()
+        while not stop.is_set():
+            for i in range(100):
+                p.produce("busy", value, partition=(sent + i) % 20)
+            sent += 100
+            p.poll(0)
+            ahead = sent * 1000 / inbound - (time.monotonic() - start)
+            if ahead > 0:
+                time.sleep(ahead)
+        assert p.flush(30) == 0
+
+    cluster.by_id(2).start()
+    producer = asyncio.create_task(asyncio.to_thread(steady_producer))
+    await asyncio.sleep(3)  # past the restart and the first window
+    t0 = time.monotonic()
+    lag0 = log_bytes(cluster, 0, "busy") + log_bytes(cluster, 1, "busy") - log_bytes(cluster, 2, "busy")
+    got0 = log_bytes(cluster, 2, "busy")
+    await asyncio.sleep(6)
+    t1 = time.monotonic()
+    lag1 = log_bytes(cluster, 0, "busy") + log_bytes(cluster, 1, "busy") - log_bytes(cluster, 2, "busy")
+    got1 = log_bytes(cluster, 2, "busy")
+    stop.set()
+    await producer
+    follower_rate = (got1 - got0) / (t1 - t0)
+    catch_up = (lag0 - lag1) / (t1 - t0)
+    # Everything the follower fetches for these partitions is throttled: new and old bytes
+    # share T, so the backlog shrinks at T minus the inbound rate.
+    assert 0.85 * rate <= follower_rate <= 1.05 * rate, f"{follower_rate / MB:.2f} MB/s"
+    assert 0.7 * (rate - inbound) <= catch_up <= 1.1 * (rate - inbound), f"{catch_up / MB:.2f} MB/s"
