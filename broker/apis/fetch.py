@@ -34,13 +34,14 @@ API_KEY = 1
 API_NAME = "Fetch"
 VERSIONS = (0, 3)
 DEBUG_REPLICA_ID = -2
+THROTTLE_RECHECK_S = 0.05
 
 
 def decode(buf: memoryview, version: int) -> dict[str, Any]:
     return decode_fetch_request(buf, version)
 
 
-def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int]:
+def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int, bool]:
     broker = ctx.broker
     rm = broker.replicas
     version = ctx.api_version
@@ -51,6 +52,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
     limit = request.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF
     min_one = version >= 3
     total = throttled_bytes = limited_bytes = 0
+    held_back = False
     allowance = float("inf")
     responses = []
     for topic in request["topics"]:
@@ -78,6 +80,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
                         exceeded = leader_quota.is_quota_exceeded()
                         allowance = leader_quota.allowance()
                     if exceeded or allowance - limited_bytes <= 0:
+                        held_back = True
                         out["high_watermark"] = part.high_watermark
                         continue
             out["high_watermark"] = part.high_watermark
@@ -102,7 +105,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
                     limit -= len(data)
                     min_one = False
         responses.append({"topic": name, "partitions": parts})
-    return responses, total, throttled_bytes
+    return responses, total, throttled_bytes, held_back
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
@@ -110,11 +113,13 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
     min_bytes = request["min_bytes"]
     while True:
-        responses, total, throttled_bytes = _read_all(ctx, request)
+        responses, total, throttled_bytes, held_back = _read_all(ctx, request)
         remaining = deadline - time.monotonic()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if total >= min_bytes or remaining <= 0 or errors:
             if throttled_bytes:
                 ctx.broker.throttles.leader.record(throttled_bytes)
             return encode_fetch_response(ctx.api_version, 0, responses)
-        await rm.appended.wait(remaining)
+        # Partitions held back by the leader throttle get their budget back continuously, so
+        # look again soon rather than only when something is appended.
+        await rm.appended.wait(min(remaining, THROTTLE_RECHECK_S) if held_back else remaining)
