@@ -51,6 +51,15 @@ class _Cursor:
         except UnicodeDecodeError as e:
             raise ProtocolError("topic name is not UTF-8") from e
 
+    def records(self, size: int) -> memoryview | None:
+        """A record set of the given length as a zero-copy slice; -1 is null."""
+        if size < 0:
+            if size != -1:
+                raise ProtocolError(f"invalid record set length {size}")
+            return None
+        p = self.need(size)
+        return self.buf[p:p + size]
+
     def count(self, min_item: int) -> int:
         (n,) = _I.unpack_from(self.buf, self.need(4))
         if n < 0 or n * min_item > self.end - self.pos:
@@ -69,14 +78,7 @@ def decode_produce_request(buf: bytes | memoryview, version: int) -> dict[str, A
         parts = []
         for _ in range(c.count(8)):
             index, size = c.unpack(_II)
-            if size < 0:
-                if size != -1:
-                    raise ProtocolError(f"invalid record set length {size}")
-                records = None
-            else:
-                p = c.need(size)
-                records = c.buf[p:p + size]
-            parts.append({"index": index, "records": records})
+            parts.append({"index": index, "records": c.records(size)})
         topics.append({"name": name, "partition_data": parts})
     return {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms, "topic_data": topics}
 
@@ -146,14 +148,8 @@ def decode_fetch_response(buf: bytes | memoryview, version: int) -> dict[str, An
         parts = []
         for _ in range(c.count(18)):
             index, error, hw, size = c.unpack(_IHQI)
-            if size < 0:
-                if size != -1:
-                    raise ProtocolError(f"invalid record set length {size}")
-                records = None
-            else:
-                p = c.need(size)
-                records = c.buf[p:p + size]
-            parts.append({"partition_index": index, "error_code": error, "high_watermark": hw, "records": records})
+            parts.append({"partition_index": index, "error_code": error, "high_watermark": hw,
+                          "records": c.records(size)})
         responses.append({"topic": name, "partitions": parts})
     out["responses"] = responses
     return out

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
-from tests.clients.conftest import N_MESSAGES, create_topic, expected_messages
+from tests.clients.conftest import N_MESSAGES, create_topic, expected_messages, read_back_with_kafka_python
 
 pytestmark = pytest.mark.clients
 
@@ -26,21 +26,7 @@ def test_kafka_python_round_trip(client_broker, acks, codec) -> None:  # noqa: A
         p.close(10)
     assert sorted(m.offset for m in metas) == list(range(N_MESSAGES))
 
-    c = KafkaConsumer(bootstrap_servers=client_broker.bootstrap, group_id=None, enable_auto_commit=False,
-                      consumer_timeout_ms=10_000)
-    try:
-        tp = TopicPartition(topic, 0)
-        c.assign([tp])
-        c.seek_to_beginning(tp)
-        got = []
-        for m in c:
-            got.append((m.offset, m.key, m.value))
-            if len(got) == N_MESSAGES:
-                break
-        assert [o for o, _, _ in got] == list(range(N_MESSAGES))
-        assert [(k, v) for _, k, v in got] == msgs
-        c.seek(tp, 9_990)
-        tail = [(m.offset, m.key, m.value) for _, batch in c.poll(10_000).items() for m in batch]
-        assert tail[0] == (9_990, *msgs[9_990])
-    finally:
-        c.close()
+    got, tail = read_back_with_kafka_python(client_broker.bootstrap, topic, seek_to=9_990)
+    assert [o for o, _, _ in got] == list(range(N_MESSAGES))
+    assert [(k, v) for _, k, v in got] == msgs
+    assert tail[0] == (9_990, *msgs[9_990])

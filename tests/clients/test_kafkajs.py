@@ -8,9 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 
-from tests.clients.conftest import N_MESSAGES, create_topic, expected_messages
+from tests.clients.conftest import N_MESSAGES, create_topic, expected_messages, read_back_with_kafka_python
 
 pytestmark = pytest.mark.clients
 NODE_DIR = Path(__file__).parent / "node"
@@ -39,18 +38,6 @@ def test_kafkajs_produce(client_broker, kafkajs: Path, acks: int, codec: str) ->
     assert [code for _, code in acked] == [0] * len(acked)
     assert [base for base, _ in acked] == list(range(0, N_MESSAGES, 500))
 
-    c = KafkaConsumer(bootstrap_servers=client_broker.bootstrap, group_id=None, enable_auto_commit=False,
-                      consumer_timeout_ms=10_000)
-    try:
-        tp = TopicPartition(topic, 0)
-        c.assign([tp])
-        c.seek_to_beginning(tp)
-        got = []
-        for m in c:
-            got.append((m.offset, m.key, m.value))
-            if len(got) == N_MESSAGES:
-                break
-    finally:
-        c.close()
+    got, _ = read_back_with_kafka_python(client_broker.bootstrap, topic)
     assert [o for o, _, _ in got] == list(range(N_MESSAGES))
     assert [(k, v) for _, k, v in got] == msgs
