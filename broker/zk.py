@@ -163,12 +163,22 @@ class ZkClient:
     # ---- lifecycle -------------------------------------------------------------------------
 
     async def start(self, timeout: float = 30) -> None:
-        try:
-            await asyncio.wait_for(self._zk.start(), timeout)
-        except (TimeoutError, *_TRANSIENT) as e:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._zk.close(), 2)
-            raise ZkUnavailable(f"cannot reach ZooKeeper at {self.servers} within {timeout}s") from e
+        deadline = time.monotonic() + timeout
+        while True:
+            # Bounded attempts with a fresh aiozk client each: a first connect that fails at the
+            # wrong moment can leave aiozk's repair loop dead, and its start() would wait forever.
+            attempt = max(0.1, min(10.0, deadline - time.monotonic()))
+            try:
+                await asyncio.wait_for(self._zk.start(), attempt)
+                break
+            except (TimeoutError, *_TRANSIENT) as e:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._zk.close(), 2)
+                if time.monotonic() >= deadline:
+                    raise ZkUnavailable(f"cannot reach ZooKeeper at {self.servers} within {timeout}s") from e
+                log.warning("zk.connect_retry", servers=self.servers, error=type(e).__name__)
+                self._zk = aiozk.ZKClient(self.servers, session_timeout=self.session_timeout_s)
+                await asyncio.sleep(0.2)
         if self.chroot:
             await self._ensure_raw(self.chroot)
             self._zk.chroot = self._zk.normalize_path(self.chroot)
