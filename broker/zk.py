@@ -1,12 +1,21 @@
 """The one door to ZooKeeper: aiozk behind retries, session tracking and self-healing watches.
 
 aiozk has pitfalls this module exists to contain:
-- a request in flight when the server dies hangs for the whole session timeout and then raises
-  `aiozk.exc.TimeoutError`; every call here runs in bounded attempts and retries idempotently;
+- a request in flight when the server dies hangs (aiozk's read loop ends silently and only the
+  heartbeat, up to a session timeout later, notices); here the end of the read loop suspends the
+  session at once, and every call runs in bounded attempts, retried idempotently;
+- its probe of a server before connecting has no time limit, so a frozen server would stall
+  reconnecting for as long as it stays frozen; the probe is bounded (aiozk's Connection class is
+  replaced in its session module by a subclass);
 - its reconnect back-off grows to 60 s, so a ZooKeeper restart would stall the broker for a
   minute; the cap is lowered (a module constant aiozk reads on each reconnect);
 - `DataWatcher(wait_for_create=True)` mutates a class-level list, and its recipes lose watches
-  on session expiry; watches here are built on the raw watch callbacks instead;
+  on session expiry; watches here are built on the raw watch callbacks instead and re-armed by a
+  fresh read after every reconnect, so aiozk's own SetWatches replay is switched off (it runs
+  inside aiozk's repair loop, and a connection lost during it would wedge that loop for good);
+- aiozk retries a request by itself after a connection loss, so a create, set or delete may
+  have been applied once already when it reports NodeExists, BadVersion or NoNode; those
+  answers are checked against the znode when a disconnect happened during the call;
 - `ensure_path` makes container znodes, which ZooKeeper deletes when their last child goes,
   e.g. `/brokers/ids` when the last broker stops; parents are made as plain znodes here.
 
@@ -24,16 +33,31 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiozk
+import aiozk.connection
 import aiozk.session
 import structlog
 from aiozk import exc as zkexc
+from aiozk import protocol
 from aiozk.protocol import WatchEvent
 from aiozk.states import States
 
 log = structlog.get_logger()
 
-# aiozk reads this on every reconnect: 60 s between attempts is far too slow for a broker.
-aiozk.session.MAX_FIND_WAIT = 1
+# aiozk reads this on every reconnect: 60 s between attempts is far too slow for a broker, and
+# a server that is restarting refuses connections only briefly.
+aiozk.session.MAX_FIND_WAIT = 0.5
+
+
+class _BoundedConnection(aiozk.connection.Connection):
+    """aiozk probes a server with `srvr` and reads the answer with no time limit: one frozen
+    server (a stopped JVM still accepts TCP) would hold the reconnect loop until it thaws,
+    never trying the others."""
+
+    async def _make_handshake(self) -> None:
+        await asyncio.wait_for(super()._make_handshake(), self.read_timeout)
+
+
+aiozk.session.Connection = _BoundedConnection  # type: ignore[misc]
 # aiozk logs every refused reconnect with a traceback; this module logs state changes itself.
 logging.getLogger("aiozk").setLevel(logging.CRITICAL)
 
@@ -72,8 +96,10 @@ _MAPPED: dict[type[BaseException], type[ZkError]] = {
 _TRANSIENT: tuple[type[BaseException], ...] = (
     zkexc.TimeoutError, zkexc.ConnectionLoss, zkexc.SessionLost, zkexc.ConnectError, zkexc.SessionExpired,
     zkexc.OperationTimeout, zkexc.FailedRetry, zkexc.UnfinishedRead, zkexc.NoServersError,
-    zkexc.InvalidClientState, asyncio.TimeoutError, ConnectionError, OSError,
+    zkexc.InvalidClientState, zkexc.SessionMoved, asyncio.TimeoutError, ConnectionError, OSError,
 )
+_WATCH_EVENTS = (WatchEvent.CREATED, WatchEvent.DELETED, WatchEvent.DATA_CHANGED, WatchEvent.CHILDREN_CHANGED)
+_UP = (States.CONNECTED, States.READ_ONLY)
 
 DataCallback = Callable[[bytes | None], Awaitable[None]]
 ChildrenCallback = Callable[[list[str]], Awaitable[None]]
@@ -86,6 +112,24 @@ def split_connect(connect: str) -> tuple[str, str | None]:
     return servers, chroot
 
 
+class _NoStatCache(dict):  # type: ignore[type-arg]
+    """aiozk caches the stat of every path it ever touched and never forgets; nothing here uses it."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+
+class _WatchTable(dict):  # type: ignore[type-arg]
+    """aiozk's table is a defaultdict, so each event for an unwatched path would add an entry forever."""
+
+    def __missing__(self, key: Any) -> frozenset[Any]:
+        return frozenset()
+
+
+async def _no_watch_replay() -> None:
+    return None
+
+
 class Watch:
     """One self-healing watch: re-reads after every event and after every reconnect."""
 
@@ -96,23 +140,32 @@ class Watch:
         self.callback = callback
         self.wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._raw_path = ""
+        self._registered: list[tuple[Any, str]] = []
 
     def _fire(self, _path: str | None = None) -> None:
         self.wake.set()
 
+    def register(self, zk: aiozk.ZKClient) -> None:
+        """Hooks into one aiozk client's event table (a fresh client after start retries)."""
+        raw = self.client.raw_path(self.path)
+        for ev in _WATCH_EVENTS:
+            zk.session.watch_callbacks.setdefault((ev, raw), set()).add(self._fire)
+            self._registered.append((zk.session.watch_callbacks, (ev, raw)))
+
     def start(self) -> None:
-        self._raw_path = self.client._zk.normalize_path(self.path)
-        for ev in (WatchEvent.CREATED, WatchEvent.DELETED, WatchEvent.DATA_CHANGED, WatchEvent.CHILDREN_CHANGED):
-            self.client._zk.session.add_watch_callback(ev, self._raw_path, self._fire)
-        self._task = asyncio.create_task(self._run())
+        self.register(self.client._zk)
+        self._task = asyncio.create_task(self._run(), name=f"zk-watch {self.path}")
 
     def cancel(self) -> None:
         if self._task is not None:
             self._task.cancel()
-        for ev in (WatchEvent.CREATED, WatchEvent.DELETED, WatchEvent.DATA_CHANGED, WatchEvent.CHILDREN_CHANGED):
-            with contextlib.suppress(KeyError):
-                self.client._zk.session.remove_watch_callback(ev, self._raw_path, self._fire)
+        for table, key in self._registered:
+            callbacks = table.get(key)
+            if callbacks is not None:
+                callbacks.discard(self._fire)
+                if not callbacks:
+                    table.pop(key, None)
+        self._registered.clear()
         self.client._watches.discard(self)
 
     async def _read(self) -> Any:
@@ -131,10 +184,16 @@ class Watch:
 
     async def _run(self) -> None:
         while True:
+            # Cleared before the read: an event arriving during the read or the callback sets it
+            # again, so the loop reads once more and no change is lost.
             self.wake.clear()
             try:
                 value = await self.client._retrying(self._read, f"watch {self.path}")
             except ZkUnavailable:
+                await asyncio.sleep(0.5)
+                continue
+            except ZkError:
+                log.exception("zk.watch_read_failed", path=self.path)
                 await asyncio.sleep(0.5)
                 continue
             try:
@@ -153,12 +212,94 @@ class ZkClient:
         self.session_timeout_s = session_timeout_ms / 1000
         # Long enough to ride out a ZooKeeper restart, short enough that a dead ensemble surfaces.
         self.retry_budget_s = retry_budget_s if retry_budget_s is not None else max(30.0, 3 * self.session_timeout_s)
-        self._zk = aiozk.ZKClient(self.servers, session_timeout=self.session_timeout_s)
+        self._zk = self._new_aiozk()
         self._watches: set[Watch] = set()
         self._session_callbacks: list[SessionCallback] = []
-        self._monitor: asyncio.Task[None] | None = None
+        self._reconnects: asyncio.Queue[int | None] = asyncio.Queue()
+        self._notifier: asyncio.Task[None] | None = None
         self._closed = False
+        # Bumped on every disconnect: an operation that saw it change may have been applied by an
+        # attempt whose answer was lost.
+        self._drops = 0
         self.session_id: int | None = None
+
+    def raw_path(self, path: str) -> str:
+        """The absolute znode path, chroot included, as the server names it in watch events."""
+        parts = [p for p in f"{self.chroot or ''}/{path}".split("/") if p]
+        return "/" + "/".join(parts)
+
+    # ---- aiozk plumbing --------------------------------------------------------------------
+
+    def _new_aiozk(self) -> aiozk.ZKClient:
+        zk = aiozk.ZKClient(self.servers, session_timeout=self.session_timeout_s)
+        session = zk.session
+        zk.stat_cache = _NoStatCache()
+        session.watch_callbacks = _WatchTable()
+        session.set_existing_watches = _no_watch_replay  # type: ignore[method-assign]
+        machine = session.state
+        original = machine.transition_to
+
+        # aiozk's state futures resolve later and can miss a quick drop-and-reconnect; wrapping
+        # the transition sees every change synchronously.
+        def transition_to(state: str) -> None:
+            original(state)
+            self._on_transition(zk, state)
+
+        machine.transition_to = transition_to  # type: ignore[method-assign]
+        return zk
+
+    def _on_transition(self, zk: aiozk.ZKClient, state: str) -> None:
+        if zk is not self._zk or self._closed:
+            return
+        if state in _UP:
+            # aiozk starts the connection's read loop right after this transition returns.
+            asyncio.get_running_loop().call_soon(self._arm_drop_detector, zk, zk.session.conn)
+            if self._notifier is not None:
+                self._reconnects.put_nowait(zk.session.session_id)
+        else:
+            self._drops += 1
+            if self._notifier is not None:
+                log.warning("zk.disconnected", state=state)
+
+    def _arm_drop_detector(self, zk: aiozk.ZKClient, conn: Any) -> None:
+        task = getattr(conn, "read_loop_task", None)
+        if task is None:
+            return
+        task.add_done_callback(lambda _t: self._connection_dropped(zk, conn))
+
+    def _connection_dropped(self, zk: aiozk.ZKClient, conn: Any) -> None:
+        session = zk.session
+        if (self._closed or session.closing or zk is not self._zk or session.conn is not conn or conn.closing
+                or session.state.current_state not in _UP):
+            return
+        # Requests on this connection would otherwise wait for an answer that never comes; failed
+        # with ConnectError, aiozk sends them again once the repair loop has reconnected.
+        conn.abort()
+        session.state.transition_to(States.SUSPENDED)
+
+    @staticmethod
+    async def _shutdown(zk: aiozk.ZKClient) -> None:
+        session = zk.session
+        if session.started and session.state.current_state in _UP:
+            # Closes the session on the server, so our ephemerals go now, not a timeout later.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(zk.close(), 3)
+        # Whatever aiozk left running when the server was unreachable or its close timed out.
+        session.closing = True
+        for task in (session.repair_loop_task, session.heartbeat_task):
+            if task is not None and not task.done():
+                task.cancel()
+        if session.heartbeat_handle is not None:
+            session.heartbeat_handle.cancel()
+        conn = session.conn
+        if conn is not None:
+            conn.closing = True
+            with contextlib.suppress(Exception):
+                conn.abort()
+            if conn.read_loop_task is not None and not conn.read_loop_task.done():
+                conn.read_loop_task.cancel()
+            if conn.writer is not None:
+                conn.writer.close()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -172,18 +313,19 @@ class ZkClient:
                 await asyncio.wait_for(self._zk.start(), attempt)
                 break
             except (TimeoutError, *_TRANSIENT) as e:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self._zk.close(), 2)
+                await self._shutdown(self._zk)
                 if time.monotonic() >= deadline:
                     raise ZkUnavailable(f"cannot reach ZooKeeper at {self.servers} within {timeout}s") from e
                 log.warning("zk.connect_retry", servers=self.servers, error=type(e).__name__)
-                self._zk = aiozk.ZKClient(self.servers, session_timeout=self.session_timeout_s)
+                self._zk = self._new_aiozk()
+                for w in self._watches:
+                    w.register(self._zk)
                 await asyncio.sleep(0.2)
         if self.chroot:
             await self._ensure_raw(self.chroot)
             self._zk.chroot = self._zk.normalize_path(self.chroot)
         self.session_id = self._zk.session.session_id
-        self._monitor = asyncio.create_task(self._watch_session())
+        self._notifier = asyncio.create_task(self._notify_reconnects(), name="zk-session")
         log.info("zk.connected", servers=self.servers, chroot=self.chroot, session=hex(self.session_id or 0))
 
     async def close(self) -> None:
@@ -192,34 +334,32 @@ class ZkClient:
         self._closed = True
         for w in list(self._watches):
             w.cancel()
-        if self._monitor is not None:
-            self._monitor.cancel()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._zk.close(), 5)
+        if self._notifier is not None:
+            self._notifier.cancel()
+        await self._shutdown(self._zk)
 
     def on_session(self, callback: SessionCallback) -> None:
         self._session_callbacks.append(callback)
 
-    async def _watch_session(self) -> None:
-        state = self._zk.session.state
+    async def _notify_reconnects(self) -> None:
         while not self._closed:
-            await state.wait_for(States.SUSPENDED, States.LOST)
-            if self._closed:
-                return
-            log.warning("zk.disconnected", state=state.current_state)
-            await state.wait_for(States.CONNECTED)
-            new_id = self._zk.session.session_id
-            new_session = new_id != self.session_id
-            self.session_id = new_id
-            log.info("zk.reconnected", new_session=new_session, session=hex(new_id or 0))
-            for cb in list(self._session_callbacks):
-                try:
-                    await cb(new_session)
-                except Exception:
-                    log.exception("zk.session_callback_failed")
+            session_id = await self._reconnects.get()
+            # Several reconnects queued while callbacks ran collapse into one round of callbacks.
+            while not self._reconnects.empty():
+                session_id = self._reconnects.get_nowait()
+            new_session = session_id != self.session_id
+            self.session_id = session_id
+            log.info("zk.reconnected", new_session=new_session, session=hex(session_id or 0))
             # Watches may have been lost (always, on a new session): every one reads afresh.
             for w in list(self._watches):
                 w.wake.set()
+            for cb in list(self._session_callbacks):
+                try:
+                    await cb(new_session)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("zk.session_callback_failed")
 
     # ---- retries ---------------------------------------------------------------------------
 
@@ -242,6 +382,10 @@ class ZkClient:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
+    async def _stat(self, path: str) -> Any:
+        response = await self._zk.send(protocol.ExistsRequest(path=self.raw_path(path), watch=False))
+        return response.stat
+
     # ---- operations ------------------------------------------------------------------------
 
     async def get(self, path: str) -> tuple[bytes, int]:
@@ -255,46 +399,87 @@ class ZkClient:
         return bool(await self._retrying(lambda: self._zk.exists(path), f"exists {path}"))
 
     async def ctime_ms(self, path: str) -> int:
-        _, stat = await self._retrying(lambda: self._zk.get(path), f"stat {path}")
+        stat = await self._retrying(lambda: self._stat(path), f"stat {path}")
         return int(stat.created)
 
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequential: bool = False,
                      make_parents: bool = False) -> str:
+        # A sequential create cannot be recognised after a lost answer: a retry may leave an
+        # extra sequential znode, which every user of them here tolerates.
         attempts = 0
+        drops = self._drops
+
+        async def create_once() -> str:
+            return await self._zk.create(path, data, ephemeral=ephemeral, sequential=sequential)
 
         async def once() -> str:
             nonlocal attempts
             attempts += 1
             try:
-                return await self._zk.create(path, data, ephemeral=ephemeral, sequential=sequential)
+                try:
+                    return await create_once()
+                except zkexc.NoNode:
+                    if not make_parents:
+                        raise
+                    parent = path.rsplit("/", 1)[0]
+                    if parent:
+                        await self._ensure(parent)
+                    return await create_once()
             except zkexc.NodeExists:
-                # A retried create whose first attempt did reach the server: the node is ours
-                # when it is an ephemeral of this very session.
-                if attempts > 1 and ephemeral and not sequential:
-                    _, stat = await self._zk.get(path)
-                    if stat.ephemeral_owner == self._zk.session.session_id:
-                        return path
+                if not sequential and (attempts > 1 or self._drops != drops) and await self._created_by_us(
+                        path, data, ephemeral):
+                    return path
                 raise
-            except zkexc.NoNode:
-                if not make_parents:
-                    raise
-                parent = path.rsplit("/", 1)[0]
-                if parent:
-                    await self._ensure(parent)
-                return await self._zk.create(path, data, ephemeral=ephemeral, sequential=sequential)
 
         return await self._retrying(once, f"create {path}")
 
+    async def _created_by_us(self, path: str, data: bytes, ephemeral: bool) -> bool:
+        """After a lost answer, tells whether an existing znode is the one our create made."""
+        try:
+            got, stat = await self._zk.get(path)
+        except zkexc.NoNode:
+            return False
+        if ephemeral:
+            return bool(stat.ephemeral_owner == self._zk.session.session_id)
+        return stat.ephemeral_owner == 0 and stat.version == 0 and bytes(got or b"") == bytes(data)
+
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
-        stat = await self._retrying(lambda: self._zk.set(path, data, version), f"set {path}")
-        return int(stat.version)
+        attempts = 0
+        drops = self._drops
+
+        async def once() -> int:
+            nonlocal attempts
+            attempts += 1
+            try:
+                stat = await self._zk.set(path, data, version)
+                return int(stat.version)
+            except zkexc.BadVersion:
+                if attempts > 1 or self._drops != drops:
+                    # Our conditional write may have landed before its answer was lost.
+                    got, stat = await self._zk.get(path)
+                    if stat.version == version + 1 and bytes(got or b"") == bytes(data):
+                        return int(stat.version)
+                raise
+
+        return int(await self._retrying(once, f"set {path}"))
 
     async def delete(self, path: str, version: int = -1) -> None:
-        from aiozk import protocol
+        attempts = 0
+        drops = self._drops
+        raw = self.raw_path(path)
 
-        raw = self._zk.normalize_path(path)
-        await self._retrying(lambda: self._zk.send(protocol.DeleteRequest(path=raw, version=version)),
-                             f"delete {path}")
+        async def once() -> None:
+            nonlocal attempts
+            attempts += 1
+            try:
+                # Sent raw: aiozk's delete() would substitute a cached version for -1.
+                await self._zk.send(protocol.DeleteRequest(path=raw, version=version))
+            except zkexc.NoNode:
+                if attempts > 1 or self._drops != drops:
+                    return  # gone, quite possibly by our own earlier attempt
+                raise
+
+        await self._retrying(once, f"delete {path}")
 
     async def ensure_path(self, path: str) -> None:
         await self._retrying(lambda: self._ensure(path), f"ensure_path {path}")
@@ -314,14 +499,20 @@ class ZkClient:
             self._zk.chroot = saved
 
     async def delete_recursive(self, path: str) -> None:
-        try:
-            children = await self.get_children(path)
-        except NoNodeError:
-            return
-        for child in children:
-            await self.delete_recursive(f"{path.rstrip('/')}/{child}")
-        with contextlib.suppress(NoNodeError):
-            await self.delete(path)
+        while True:
+            try:
+                children = await self.get_children(path)
+            except NoNodeError:
+                return
+            for child in children:
+                await self.delete_recursive(f"{path.rstrip('/')}/{child}")
+            try:
+                await self.delete(path)
+                return
+            except NoNodeError:
+                return
+            except NotEmptyError:
+                continue  # a child appeared meanwhile
 
     # ---- watches ---------------------------------------------------------------------------
 

@@ -75,14 +75,22 @@ class ZooKeeperServer:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}:\n{self._log_tail()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                    s.sendall(b"ruok")
-                    if s.recv(4) == b"imok":
-                        return
+                # `ruok` answers before the server serves; `srvr` reports a version only once it
+                # does, and it is the very probe aiozk sends before each connection.
+                if b"Zookeeper version:" in self._four_letters(b"srvr"):
+                    return
             except OSError:
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"ZooKeeper not serving on {self.connect_string} after {timeout}s:\n{self._log_tail()}")
+
+    def _four_letters(self, word: bytes) -> bytes:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+            s.sendall(word)
+            chunks = []
+            while chunk := s.recv(4096):
+                chunks.append(chunk)
+            return b"".join(chunks)
 
     def _log_tail(self) -> str:
         try:
@@ -90,12 +98,20 @@ class ZooKeeperServer:
         except OSError:
             return ""
 
-    def start(self, timeout: float = 30) -> None:
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = 20) -> None:
+        # A second server on the same port would fail to bind while the check below saw the first.
+        if self.running():
+            raise RuntimeError(f"ZooKeeper already running on {self.connect_string} (pid {self.pid})")
         self.proc = self._spawn(detached=False)
         self._wait_up(timeout)
 
-    def start_detached(self, timeout: float = 30) -> int:
+    def start_detached(self, timeout: float = 20) -> int:
         """Starts a server that outlives this process (its own session); returns its pid."""
+        if self.running():
+            raise RuntimeError(f"ZooKeeper already running on {self.connect_string} (pid {self.pid})")
         self.proc = self._spawn(detached=True)
         self._wait_up(timeout)
         self._pid = self.proc.pid
@@ -115,6 +131,6 @@ class ZooKeeperServer:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
-    def restart(self, timeout: float = 30) -> None:
+    def restart(self, timeout: float = 20) -> None:
         self.stop()
         self.start(timeout)
