@@ -122,8 +122,10 @@ class Admin:
             return []
         return sorted(int(i) for i in ids if i.isdigit())
 
-    async def create_topic(self, spec: TopicSpec) -> dict[int, list[int]]:
-        assignment = await self.validate_new_topic(spec)
+    async def create_topic(self, spec: TopicSpec, assignment: dict[int, list[int]] | None = None) -> dict[int, list[int]]:
+        """Create a topic; `assignment` is the plan validate_new_topic just returned, if any."""
+        if assignment is None:
+            assignment = await self.validate_new_topic(spec)
         if spec.configs:
             path, body = f"/config/topics/{spec.name}", L.encode_entity_config(spec.configs)
             try:
@@ -140,6 +142,20 @@ class Admin:
     def has_leaders(self, name: str, partitions: int) -> bool:
         parts = self.metadata.topics.get(name, {})
         return len(parts) >= partitions and all(p.leader >= 0 for p in parts.values())
+
+    async def partition_count(self, name: str) -> int:
+        """How many partitions a topic has; UNKNOWN_TOPIC_OR_PARTITION when it does not exist."""
+        parts = self.metadata.topics.get(name)
+        if parts:
+            return len(parts)
+        try:
+            data, _ = await self.zk.get(L.topic_path(name))
+            return len(L.decode_assignment(data))
+        except NoNodeError:
+            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.") from None
+        except (ValueError, KeyError, TypeError):
+            return 1
 
     async def delete_topic(self, name: str) -> None:
         if not await self._topic_exists(name):

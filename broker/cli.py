@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     topics.add_argument("--replication-factor", type=int)
     topics.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     topics.add_argument("--timeout", type=float, default=30.0)
+    topics.add_argument("--retry-on-quota-violation", action="store_true",
+                        help="on THROTTLING_QUOTA_EXCEEDED, wait out the throttle and retry until --timeout")
     topics.set_defaults(func=_topics)
 
     from broker import configs_tool

@@ -8,6 +8,7 @@ with a message that names the key.
 from __future__ import annotations
 
 import re
+from urllib.parse import quote, unquote
 
 from quotas.replication import ALL_PARTITIONS as ALL
 
@@ -81,6 +82,15 @@ BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long}
 CLIENT_KEYS = {PRODUCER_BYTE_RATE: lambda k, v: _long(k, v, 1), CONSUMER_BYTE_RATE: lambda k, v: _long(k, v, 1),
                CONTROLLER_MUTATION_RATE: _double}
 KEYS = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS}
+
+
+def sanitize(entity_name: str) -> str:
+    """Kafka's Sanitizer: a client id as a znode name (URL-encoded, `*` too, `~` kept)."""
+    return quote(entity_name, safe="")
+
+
+def desanitize(znode_name: str) -> str:
+    return unquote(znode_name)
 
 
 def validate(entity_type: str, config: dict[str, str]) -> dict[str, object]:

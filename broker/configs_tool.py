@@ -11,7 +11,15 @@ import argparse
 import sys
 
 from broker import zk_layout as L
-from broker.config_entities import DEFAULT_ENTITY, ENTITY_TYPES, InvalidConfig, split_config_list, validate
+from broker.config_entities import (
+    CLIENTS,
+    DEFAULT_ENTITY,
+    ENTITY_TYPES,
+    InvalidConfig,
+    sanitize,
+    split_config_list,
+    validate,
+)
 from broker.zk import NodeExistsError, NoNodeError, ZkClient
 
 
@@ -33,6 +41,9 @@ async def run(args: argparse.Namespace) -> int:
             int(name)
         except ValueError:
             return _fail(f"broker entity name must be a broker id, not {name!r}")
+    shown_name = name
+    if args.entity_type == CLIENTS and not args.entity_default:
+        name = sanitize(name)  # Kafka's znode form of a client id
     path = f"{L.CONFIG_ROOT}/{args.entity_type}/{name}"
     zk = ZkClient(args.zookeeper, 10000)
     try:
@@ -47,7 +58,7 @@ async def run(args: argparse.Namespace) -> int:
             current, version = {}, -1
         if args.describe:
             shown = ",".join(f"{k}={v}" for k, v in sorted(current.items()))
-            print(f"Configs for {args.entity_type[:-1]} '{name}' are {shown}")
+            print(f"Configs for {args.entity_type[:-1]} '{shown_name}' are {shown}")
             return 0
         try:
             adds = split_config_list(args.add_config or "")
@@ -74,7 +85,7 @@ async def run(args: argparse.Namespace) -> int:
         await zk.ensure_path(L.CONFIG_CHANGES)
         await zk.create(f"{L.CONFIG_CHANGES}/config_change_",
                         L.dumps({"version": 2, "entity_path": f"{args.entity_type}/{name}"}), sequential=True)
-        print(f"Completed updating config for {args.entity_type[:-1]} {name}.")
+        print(f"Completed updating config for {args.entity_type[:-1]} {shown_name}.")
         return 0
     finally:
         await zk.close()

@@ -36,6 +36,10 @@ class RequestContext:
     correlation_id: int
     client_id: str
     received: float
+    size: int = 0
+    # Set by a handler whose response waits out a client quota (KIP-13): the dispatcher
+    # sends it that much later, and reads nothing from the connection meanwhile.
+    hold_ms: int = 0
 
 
 class Dispatcher:
@@ -73,7 +77,7 @@ class Dispatcher:
             log.warning("request.unsupported_version", peer=conn.peer, api_key=key, api_version=version)
             return False
         ctx = RequestContext(self.broker, conn, key, version, header.correlation_id,
-                             header.client_id or "", received)
+                             header.client_id or "", received, 4 + len(frame_bytes))
         try:
             decode = getattr(mod, "decode", None)
             body_view = memoryview(frame_bytes)[body_at:]
@@ -88,6 +92,10 @@ class Dispatcher:
             self.latency.observe(time.monotonic() - received, api=name)
             return True
         pieces = response if isinstance(response, list) else [response_codec(key, version).encode(response)]
-        conn.write(frame(encode_response_header(header.correlation_id, key, version), *pieces))
+        framed = frame(encode_response_header(header.correlation_id, key, version), *pieces)
+        if ctx.hold_ms > 0:
+            conn.hold(framed, ctx.hold_ms / 1000)
+        else:
+            conn.write(framed)
         self.latency.observe(time.monotonic() - received, api=name)
         return True

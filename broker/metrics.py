@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import hashlib
 import math
 from collections.abc import Callable, Iterable
 
@@ -18,8 +19,16 @@ MAX_LABEL_CHARS = 200
 LabelKey = tuple[tuple[str, str], ...]
 
 
+def bounded(value: str, limit: int = MAX_LABEL_CHARS) -> str:
+    """A label value or log field of at most `limit` characters that still tells long ids apart."""
+    if len(value) <= limit:
+        return value
+    digest = hashlib.sha1(value.encode("utf-8", "replace")).hexdigest()[:12]
+    return f"{value[:limit - 14]}~{digest}"
+
+
 def _escape(value: str) -> str:
-    value = value[:MAX_LABEL_CHARS]
+    value = bounded(value)
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 

@@ -3,6 +3,11 @@
 Kafka mutes a channel while one of its requests is in flight; reading the next frame
 only after the previous response is written gives the same ordering, which aiokafka
 relies on (it drops a connection on a correlation-id mismatch).
+
+Quotas hold a connection in two ways: a response held back for its throttle time
+(KIP-13 produce), and a pause before the next request is read (acks=0 produce, KIP-599).
+Either way the transport stops reading meanwhile, so a held client costs one small
+response and a socket buffer, not a queue of its next requests.
 """
 
 from __future__ import annotations
@@ -30,10 +35,38 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.mute_until = 0.0
+        self.held: list[bytes] | None = None
 
     def mute_for(self, seconds: float) -> None:
+        """Read nothing more from this connection for `seconds`."""
         loop = asyncio.get_running_loop()
         self.mute_until = max(self.mute_until, loop.time() + seconds)
+
+    def hold(self, pieces: list[bytes], seconds: float) -> None:
+        """Send this response only after `seconds`, reading nothing meanwhile."""
+        self.held = pieces
+        self.mute_for(seconds)
+
+    async def wait_until_unmuted(self) -> None:
+        if not self.mute_until:
+            return
+        loop = asyncio.get_running_loop()
+        delay = self.mute_until - loop.time()
+        self.mute_until = 0.0
+        transport = self.writer.transport
+        paused = False
+        if delay > 0:
+            if transport.is_reading():
+                transport.pause_reading()
+                paused = True
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                if paused and not transport.is_closing():
+                    transport.resume_reading()
+        if self.held is not None:
+            held, self.held = self.held, None
+            self.writer.writelines(held)
 
     def write(self, pieces: list[bytes]) -> None:
         self.writer.writelines(pieces)
@@ -86,13 +119,8 @@ class Listener:
 
     async def _serve(self, conn: Connection) -> None:
         reader = conn.reader
-        loop = asyncio.get_running_loop()
         while True:
-            if conn.mute_until:
-                delay = conn.mute_until - loop.time()
-                conn.mute_until = 0.0
-                if delay > 0:
-                    await asyncio.sleep(delay)
+            await conn.wait_until_unmuted()
             head = await reader.readexactly(4)
             (size,) = _SIZE.unpack(head)
             if size < 0 or size > self.max_frame_bytes:
@@ -100,9 +128,9 @@ class Listener:
                 log.warning("connection.bad_frame_size", peer=conn.peer, size=size,
                             limit=self.max_frame_bytes)
                 return
-            frame = await reader.readexactly(size)
-            keep_open = await self.dispatcher.handle(conn, frame)
-            if not keep_open:
+            # The frame is referenced only inside this call, so a response held for its
+            # throttle time no longer keeps the request's records alive.
+            if not await self.dispatcher.handle(conn, await reader.readexactly(size)):
                 return
             if conn.writer.transport.get_write_buffer_size() > (4 << 20):
                 await conn.writer.drain()

@@ -13,12 +13,19 @@ from broker import zk_layout as L
 from broker.admin import Admin
 from broker.apis import ALL_APIS
 from broker.config import BrokerConfig
+from broker.config_entities import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    DEFAULT_ENTITY,
+    PRODUCER_BYTE_RATE,
+    desanitize,
+)
 from broker.controller import Controller
 from broker.dispatch import Dispatcher
 from broker.dynamic_config import DynamicConfigManager
 from broker.fetcher_manager import FetcherManager
 from broker.metadata import MetadataCache
-from broker.metrics import Registry, serve_metrics
+from broker.metrics import Registry, bounded, serve_metrics
 from broker.network import Listener
 from broker.replica_manager import ReplicaManager
 from broker.signal import Signal
@@ -26,6 +33,8 @@ from broker.throttles import ReplicationThrottles
 from broker.zk import NodeExistsError, NoNodeError, ZkClient
 from fetcher.connection import KafkaConnection
 from protocol.errors import ErrorCode
+from quotas.client import ClientQuotaManager
+from quotas.controller_mutation import ControllerMutationQuotaManager
 
 log = structlog.get_logger()
 CONTROLLED_SHUTDOWN = 7
@@ -48,8 +57,16 @@ class Broker:
                                               config.replication_quota_window_size_seconds,
                                               lambda: time.monotonic() * 1000)
         self.fetchers = FetcherManager(config, self.replicas, self.throttles, self.throttles.follower_lag)
+        self.produce_quotas = ClientQuotaManager("produce", config.quota_window_num,
+                                                 config.quota_window_size_seconds, config.quota_producer_default,
+                                                 dict(config.quota_producer_override))
+        self.fetch_quotas = ClientQuotaManager("fetch", config.quota_window_num, config.quota_window_size_seconds,
+                                               config.quota_consumer_default, dict(config.quota_consumer_override))
+        self.mutation_quotas = ControllerMutationQuotaManager(config.controller_quota_window_num,
+                                                              config.controller_quota_window_size_seconds)
         self.dynamic_config = DynamicConfigManager(self.zk, {
-            "brokers": self._on_broker_config, "topics": self._on_topic_config})
+            "brokers": self._on_broker_config, "topics": self._on_topic_config,
+            "clients": self._on_client_config})
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable)
         self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,
                            self.metadata_updated)
@@ -70,6 +87,50 @@ class Broker:
         m.gauge("follower_replication_throttle_bytes_per_second", "Follower throttle in force (absent: unlimited)",
                 lambda: [] if self.throttles.follower.quota is None else [({}, self.throttles.follower.quota)])
 
+        m.gauge("client_byte_rate", "Bytes/s per client id and quota type (KIP-13)", self._client_rates)
+        m.gauge("client_throttle_time_ms", "Average throttle per client id and quota type over the quota window",
+                self._client_throttles)
+        m.gauge("client_quota_bytes_per_second", "Client byte-rate quota in force (absent: unlimited)",
+                self._client_quotas)
+        m.gauge("controller_mutation_rate", "Partition mutations/s per client id (KIP-599)",
+                lambda: self._mutation_metric(self.mutation_quotas.rate))
+        m.gauge("controller_mutation_tokens", "Token bucket credit per client id (absent: unlimited)",
+                lambda: self._mutation_metric(self.mutation_quotas.tokens))
+        m.gauge("controller_mutation_throttle_time_ms", "Average mutation throttle per client id",
+                lambda: self._mutation_metric(self.mutation_quotas.throttle_time_avg))
+
+    @staticmethod
+    def now_ms() -> float:
+        return time.monotonic() * 1000
+
+    def _client_rates(self) -> list[tuple[dict[str, str], float]]:
+        now = self.now_ms()
+        return [({"client_id": c, "type": q.kind}, q.rate(c, now))
+                for q in (self.produce_quotas, self.fetch_quotas) for c in q.clients()]
+
+    def _client_throttles(self) -> list[tuple[dict[str, str], float]]:
+        now = self.now_ms()
+        return [({"client_id": c, "type": q.kind}, q.throttle_time_avg(c, now))
+                for q in (self.produce_quotas, self.fetch_quotas) for c in q.clients()]
+
+    def _client_quotas(self) -> list[tuple[dict[str, str], float]]:
+        out = []
+        for q in (self.produce_quotas, self.fetch_quotas):
+            for c in q.clients():
+                bound = q.quota(c)
+                if bound is not None:
+                    out.append(({"client_id": c, "type": q.kind}, bound))
+        return out
+
+    def _mutation_metric(self, fn: Any) -> list[tuple[dict[str, str], float]]:
+        now = self.now_ms()
+        out = []
+        for c in list(self.mutation_quotas.clients):
+            v = fn(c, now)
+            if v is not None:
+                out.append(({"client_id": c}, v))
+        return out
+
     @property
     def cluster_id(self) -> str:
         return "minibroker"
@@ -81,6 +142,19 @@ class Broker:
 
     async def _on_broker_config(self, name: str, config: dict[str, str]) -> None:
         self.throttles.on_broker_config(name, config)
+
+    async def _on_client_config(self, znode_name: str, config: dict[str, str]) -> None:
+        # Kafka URL-encodes client ids in znode names (so "/" and odd characters fit).
+        name = znode_name if znode_name == DEFAULT_ENTITY else desanitize(znode_name)
+
+        def num(key: str) -> float | None:
+            return None if key not in config else float(config[key])
+
+        self.produce_quotas.set_entity_quota(name, num(PRODUCER_BYTE_RATE))
+        self.fetch_quotas.set_entity_quota(name, num(CONSUMER_BYTE_RATE))
+        self.mutation_quotas.set_entity_quota(name, num(CONTROLLER_MUTATION_RATE), self.now_ms())
+        log.info("quota.client_config", client_id=bounded(name), producer_byte_rate=num(PRODUCER_BYTE_RATE),
+                 consumer_byte_rate=num(CONSUMER_BYTE_RATE), controller_mutation_rate=num(CONTROLLER_MUTATION_RATE))
 
     async def _on_topic_config(self, topic: str, config: dict[str, str]) -> None:
         self.topic_configs[topic] = config

@@ -1,9 +1,17 @@
-"""`minibroker topics`: CreateTopics, CreatePartitions, DeleteTopics and Metadata on the wire."""
+"""`minibroker topics`: CreateTopics, CreatePartitions, DeleteTopics and Metadata on the wire.
+
+A topic refused by the broker's mutation quota (THROTTLING_QUOTA_EXCEEDED, KIP-599) is
+reported with its throttle time and the command exits 1, as kafka-topics does.
+`--retry-on-quota-violation` waits out the throttle and asks again until `--timeout`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 from fetcher.connection import KafkaConnection
@@ -25,6 +33,21 @@ def _report(name: str, code: int, message: str | None, throttle_ms: int) -> bool
     extra = f", throttle_time_ms={throttle_ms}" if err == ErrorCode.THROTTLING_QUOTA_EXCEEDED else ""
     print(f"Error for topic {name}: {err.name}{detail}{extra}", file=sys.stderr)
     return False
+
+
+async def _mutate(conn: KafkaConnection, args: argparse.Namespace, key: int, version: int, body: dict[str, Any],
+                  result: Callable[[dict[str, Any]], dict[str, Any]]) -> bool:
+    deadline = time.monotonic() + args.timeout
+    while True:
+        resp = await conn.request(key, version, body, args.timeout)
+        r = result(resp)
+        throttle_ms = resp.get("throttle_time_ms", 0)
+        if (r["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED and args.retry_on_quota_violation
+                and time.monotonic() + throttle_ms / 1000 < deadline):
+            print(f"Throttled by the controller mutation quota; retrying in {throttle_ms} ms.", file=sys.stderr)
+            await asyncio.sleep(max(throttle_ms, 1) / 1000)
+            continue
+        return _report(r["name"], r["error_code"], r.get("error_message"), throttle_ms)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -72,9 +95,7 @@ async def run(args: argparse.Namespace) -> int:
                                 "replication_factor": args.replication_factor or -1,
                                 "assignments": [], "configs": configs}],
                     "timeout_ms": int(args.timeout * 1000)}
-            resp = await conn.request(CREATE_TOPICS, 6, body, args.timeout)
-            r = resp["topics"][0]
-            if not _report(r["name"], r["error_code"], r.get("error_message"), resp["throttle_time_ms"]):
+            if not await _mutate(conn, args, CREATE_TOPICS, 6, body, lambda resp: resp["topics"][0]):
                 return 1
             print(f"Created topic {args.topic}.")
             return 0
@@ -83,16 +104,12 @@ async def run(args: argparse.Namespace) -> int:
                 return _fail("--alter needs --partitions")
             body = {"topics": [{"name": args.topic, "count": args.partitions, "assignments": None}],
                     "timeout_ms": int(args.timeout * 1000), "validate_only": False}
-            resp = await conn.request(CREATE_PARTITIONS, 3, body, args.timeout)
-            r = resp["results"][0]
-            if not _report(r["name"], r["error_code"], r.get("error_message"), resp["throttle_time_ms"]):
+            if not await _mutate(conn, args, CREATE_PARTITIONS, 3, body, lambda resp: resp["results"][0]):
                 return 1
             print(f"Topic {args.topic} now has {args.partitions} partitions.")
             return 0
-        resp = await conn.request(DELETE_TOPICS, 5, {"topic_names": [args.topic],
-                                                     "timeout_ms": int(args.timeout * 1000)}, args.timeout)
-        r = resp["responses"][0]
-        if not _report(r["name"], r["error_code"], r.get("error_message"), resp["throttle_time_ms"]):
+        body = {"topic_names": [args.topic], "timeout_ms": int(args.timeout * 1000)}
+        if not await _mutate(conn, args, DELETE_TOPICS, 5, body, lambda resp: resp["responses"][0]):
             return 1
         print(f"Topic {args.topic} is marked for deletion.")
         return 0

@@ -77,6 +77,11 @@ class WindowedSum:
         self.purge(now_ms)
         return sum(s.value for s in self._samples)
 
+    def count(self, now_ms: float) -> int:
+        """How many values the live samples hold (for an average)."""
+        self.purge(now_ms)
+        return sum(s.count for s in self._samples)
+
     def recent(self, now_ms: float, span_ms: float) -> tuple[float, float]:
         """(sum, covered ms) of the samples that started within the last span_ms."""
         live = [s for s in self._samples if now_ms - s.start_ms < span_ms]

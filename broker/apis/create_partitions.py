@@ -2,7 +2,9 @@
 
 Per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS when the count does not grow,
 INVALID_REPLICA_ASSIGNMENT for a wrong number of assignments, INVALID_REQUEST when named
-twice. validate_only writes nothing. The KIP-599 quota comes with the mutation-quota issue.
+twice. validate_only writes nothing and is not counted. KIP-599: a valid growth takes the
+number of new partitions from the client's mutation quota (broker.mutation_quota; strict
+from v3, permissive before).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from broker.admin import AdminError
 from broker.dispatch import RequestContext
+from broker.mutation_quota import MutationQuota
 from protocol.errors import ErrorCode
 
 API_KEY = 37
@@ -22,6 +25,7 @@ VERSIONS = (0, 3)
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     admin = ctx.broker.admin
     counts = Counter(t["name"] for t in request["topics"])
+    quota = MutationQuota(ctx, strict=ctx.api_version >= 3)
     results = []
     grown: list[tuple[str, int]] = []
     for t in request["topics"]:
@@ -36,6 +40,8 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         try:
             plan = await admin.validate_partition_growth(name, t["count"], assignments)
             if not request.get("validate_only"):
+                if not quota.admit(len(plan), res):
+                    continue
                 await admin.add_partitions(name, plan)
                 grown.append((name, t["count"]))
         except AdminError as e:
@@ -45,4 +51,4 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     if grown and timeout > 0:
         await ctx.broker.metadata_updated.wait_until(
             lambda: all(admin.has_leaders(n, count) for n, count in grown), timeout)
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": quota.finish(), "results": results}

@@ -3,8 +3,9 @@
 Each topic is validated on its own and answered with Kafka's code (INVALID_TOPIC_EXCEPTION,
 TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
 INVALID_REQUEST for a name given twice); the others still go through. num_partitions or
-replication_factor -1 (v4+) take the broker defaults. validate_only (v1+) writes nothing.
-The KIP-599 quota (THROTTLING_QUOTA_EXCEEDED in v6) comes with the mutation-quota issue.
+replication_factor -1 (v4+) take the broker defaults. validate_only (v1+) writes nothing
+and is not counted. KIP-599: a valid topic then takes its partition count from the client's
+mutation quota (broker.mutation_quota; strict from v6, permissive before).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from broker.admin import AdminError, TopicSpec
 from broker.dispatch import RequestContext
+from broker.mutation_quota import MutationQuota
 from protocol.errors import ErrorCode
 
 API_KEY = 19
@@ -24,6 +26,7 @@ VERSIONS = (0, 6)
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     admin = ctx.broker.admin
     validate_only = bool(request.get("validate_only", False))
+    quota = MutationQuota(ctx, strict=ctx.api_version >= 6)
     counts = Counter(t["name"] for t in request["topics"])
     results = []
     created: list[tuple[str, int]] = []
@@ -40,10 +43,11 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         configs = {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None}
         spec = TopicSpec(name, t["num_partitions"], t["replication_factor"], assignment or None, configs)
         try:
-            if validate_only:
-                plan = await admin.validate_new_topic(spec)
-            else:
-                plan = await admin.create_topic(spec)
+            plan = await admin.validate_new_topic(spec)
+            if not validate_only:
+                if not quota.admit(len(plan), res):
+                    continue
+                plan = await admin.create_topic(spec, plan)
                 created.append((name, len(plan)))
             res["num_partitions"] = len(plan)
             res["replication_factor"] = len(next(iter(plan.values())))
@@ -60,4 +64,4 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             for res in results:
                 if any(res["name"] == n for n, _ in created) and not admin.has_leaders(res["name"], 1):
                     res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-    return {"throttle_time_ms": 0, "topics": results}
+    return {"throttle_time_ms": quota.finish(), "topics": results}

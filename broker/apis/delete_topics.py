@@ -1,7 +1,8 @@
 """DeleteTopics (key 20), versions 0-5.
 
 Per topic: UNKNOWN_TOPIC_OR_PARTITION when absent, INVALID_REQUEST when named twice.
-The KIP-599 quota comes with the mutation-quota issue.
+KIP-599: a topic to delete takes its partition count from the client's mutation quota
+(broker.mutation_quota; strict from v5, permissive before).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from broker.admin import AdminError
 from broker.dispatch import RequestContext
+from broker.mutation_quota import MutationQuota
 from protocol.errors import ErrorCode
 
 API_KEY = 20
@@ -22,6 +24,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     admin = ctx.broker.admin
     names = list(request.get("topic_names") or [])
     counts = Counter(names)
+    quota = MutationQuota(ctx, strict=ctx.api_version >= 5)
     results = []
     deleting: list[str] = []
     for name in names:
@@ -32,6 +35,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             res["error_message"] = f"Duplicate topic {name} in request"
             continue
         try:
+            partitions = await admin.partition_count(name)
+            if not quota.admit(partitions, res):
+                continue
             await admin.delete_topic(name)
             deleting.append(name)
         except AdminError as e:
@@ -45,4 +51,4 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             for res in results:
                 if res["name"] in md.topics and res["error_code"] == 0:
                     res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-    return {"throttle_time_ms": 0, "responses": results}
+    return {"throttle_time_ms": quota.finish(), "responses": results}

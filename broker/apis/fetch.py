@@ -18,10 +18,17 @@ is not exceeded, such partitions together get at most the quota's remaining allo
 (a departure from 0.10.1, which let one response overshoot by its whole size). The bytes of
 every throttled partition in the response, in-sync ones included, are recorded when the
 response is sent.
+
+KIP-13 (consumers only; follower fetches are exempt): a client id over its fetch quota is
+delayed before anything is read, by round((O - T) / T * W), and the response carries
+that delay as throttle_time_ms (v1+). The bytes sent are recorded afterwards. Delaying
+before the read, rather than holding a finished response as 0.10.1 did, means a throttled
+consumer holds no log data while it waits, and gets the freshest data when it resumes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -109,7 +116,14 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
-    rm = ctx.broker.replicas
+    broker = ctx.broker
+    rm = broker.replicas
+    consumer = request["replica_id"] < 0
+    throttle_ms = 0
+    if consumer:
+        throttle_ms = broker.fetch_quotas.throttle_before(ctx.client_id, broker.now_ms())
+        if throttle_ms:
+            await asyncio.sleep(throttle_ms / 1000)
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
     min_bytes = request["min_bytes"]
     while True:
@@ -118,8 +132,11 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if total >= min_bytes or remaining <= 0 or errors:
             if throttled_bytes:
-                ctx.broker.throttles.leader.record(throttled_bytes)
-            return encode_fetch_response(ctx.api_version, 0, responses)
+                broker.throttles.leader.record(throttled_bytes)
+            pieces = encode_fetch_response(ctx.api_version, throttle_ms, responses)
+            if consumer:
+                broker.fetch_quotas.record_only(ctx.client_id, 4 + sum(len(p) for p in pieces), broker.now_ms())
+            return pieces
         # Partitions held back by the leader throttle get their budget back continuously, so
         # look again soon rather than only when something is appended.
         await rm.appended.wait(min(remaining, THROTTLE_RECHECK_S) if held_back else remaining)

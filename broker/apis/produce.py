@@ -6,6 +6,13 @@ stores magic 1. A bad CRC answers CORRUPT_MESSAGE and appends nothing for that
 partition. acks=0 gets no response; acks=-1 waits for the high watermark (the whole
 ISR) up to timeout_ms, then REQUEST_TIMED_OUT. NOT_ENOUGH_REPLICAS when the ISR is
 smaller than min.insync.replicas (topic config, else the broker's).
+
+KIP-13, as in Kafka 0.10.1: the records are appended first, then the request's size is
+recorded against the client id's produce quota, and the response is held for the throttle
+time it earns and carries it in throttle_time_ms (v1+; v0 is held without the field). The
+held response is a few offsets, never the records. acks=0 has no response to hold, so the
+connection is not read for the throttle time instead; an acks=0 client cannot bypass its
+quota.
 """
 
 from __future__ import annotations
@@ -66,7 +73,11 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         codes = await asyncio.gather(*(rm.wait_for_hw(part, target, timeout) for _, part, target in waits))
         for (entry, _, _), code in zip(waits, codes, strict=True):
             entry["error_code"] = code
+    throttle_ms = broker.produce_quotas.record(ctx.client_id, ctx.size, broker.now_ms())
     if acks == 0:
+        if throttle_ms:
+            ctx.conn.mute_for(throttle_ms / 1000)
         return None
+    ctx.hold_ms = throttle_ms
     return {"responses": [{"name": n, "partition_responses": ps} for n, ps in results.items()],
-            "throttle_time_ms": 0}
+            "throttle_time_ms": throttle_ms}

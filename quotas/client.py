@@ -1,0 +1,133 @@
+"""KIP-13 client byte-rate quotas: one manager per quota type (produce, fetch).
+
+Each client id has a sensor: a `Rate` of bytes (young windows padded to samples - 1, so a
+new client is not throttled by its first request) and the average throttle time handed
+out. A client whose measured rate is above its quota T is held for
+`round((O - T) / T * W)` ms, O the rate and W the Rate's window at that moment — the time
+it takes for the window's average to come back down to T if the client sends nothing.
+
+Where the quota comes from, highest first: the client's own `/config/clients/<id>`, then
+`/config/clients/<default>`, then the static `quota.<type>.override` list, then
+`quota.<type>.default`. Clients without a client id share the "" entity. A quota at or
+above Long.MaxValue is unlimited, and unlimited clients are still measured (their rate is a
+metric). Sensors of clients idle for an hour are dropped (Kafka's sensor expiry), so a
+stream of one-off client ids does not grow the broker.
+
+Time is passed in, in milliseconds; nothing here reads a clock or does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from quotas.rate import Rate, WindowedSum, exceeds
+
+LONG_MAX = (1 << 63) - 1
+SENSOR_EXPIRY_MS = 3600 * 1000
+
+
+@dataclass
+class _Sensor:
+    rate: Rate
+    throttle: WindowedSum
+    last_ms: float = 0.0
+
+
+@dataclass
+class ClientQuotaManager:
+    """Per-client-id byte-rate quota of one type ("produce" or "fetch")."""
+
+    kind: str
+    samples: int = 11
+    window_seconds: float = 1
+    static_default: float = LONG_MAX
+    static_overrides: dict[str, float] = field(default_factory=dict)
+    entity_quotas: dict[str, float] = field(default_factory=dict)  # /config/clients: id or <default>
+    sensors: dict[str, _Sensor] = field(default_factory=dict)
+    _last_expiry_ms: float = 0.0
+
+    DEFAULT_ENTITY = "<default>"
+
+    # ---- quotas ------------------------------------------------------------------------
+
+    def set_entity_quota(self, entity: str, bytes_per_second: float | None) -> None:
+        """A dynamic quota for a client id or for `<default>`; None removes it."""
+        if bytes_per_second is None:
+            self.entity_quotas.pop(entity, None)
+        else:
+            self.entity_quotas[entity] = bytes_per_second
+
+    def quota(self, client_id: str) -> float | None:
+        """The bound in force for this client, None when unlimited."""
+        q = self.entity_quotas.get(client_id)
+        if q is None:
+            q = self.entity_quotas.get(self.DEFAULT_ENTITY)
+        if q is None:
+            q = self.static_overrides.get(client_id, self.static_default)
+        return None if q >= LONG_MAX else q
+
+    # ---- measuring and throttling --------------------------------------------------------
+
+    def _sensor(self, client_id: str, now_ms: float) -> _Sensor:
+        s = self.sensors.get(client_id)
+        if s is None:
+            s = self.sensors[client_id] = _Sensor(Rate(self.samples, self.window_seconds),
+                                                  WindowedSum(self.samples, self.window_seconds * 1000))
+        s.last_ms = now_ms
+        return s
+
+    def _throttle_ms(self, s: _Sensor, quota: float | None, now_ms: float) -> int:
+        if quota is None:
+            return 0
+        observed = s.rate.measure(now_ms)
+        if not exceeds(observed, quota):
+            return 0
+        if quota <= 0:
+            return int(self.samples * self.window_seconds * 1000)
+        return round((observed - quota) / quota * s.rate.window_ms(now_ms))
+
+    def record(self, client_id: str, nbytes: int, now_ms: float) -> int:
+        """Count bytes sent or received for this client; the throttle (ms) they earn."""
+        s = self._sensor(client_id, now_ms)
+        s.rate.record(nbytes, now_ms)
+        throttle = self._throttle_ms(s, self.quota(client_id), now_ms)
+        if throttle:
+            s.throttle.record(throttle, now_ms)
+        self._maybe_expire(now_ms)
+        return throttle
+
+    def throttle_before(self, client_id: str, now_ms: float) -> int:
+        """KIP-13's fetch path: the delay owed now, before reading (nothing recorded)."""
+        s = self._sensor(client_id, now_ms)
+        throttle = self._throttle_ms(s, self.quota(client_id), now_ms)
+        if throttle:
+            s.throttle.record(throttle, now_ms)
+        return throttle
+
+    def record_only(self, client_id: str, nbytes: int, now_ms: float) -> None:
+        self._sensor(client_id, now_ms).rate.record(nbytes, now_ms)
+        self._maybe_expire(now_ms)
+
+    # ---- what metrics show -------------------------------------------------------------
+
+    def rate(self, client_id: str, now_ms: float) -> float:
+        s = self.sensors.get(client_id)
+        return 0.0 if s is None else s.rate.measure(now_ms)
+
+    def throttle_time_avg(self, client_id: str, now_ms: float) -> float:
+        """Kafka's throttle-time sensor: the average throttle over the window (0 when none)."""
+        s = self.sensors.get(client_id)
+        if s is None:
+            return 0.0
+        count = s.throttle.count(now_ms)
+        return s.throttle.total(now_ms) / count if count else 0.0
+
+    def clients(self) -> list[str]:
+        return list(self.sensors)
+
+    def _maybe_expire(self, now_ms: float) -> None:
+        if now_ms - self._last_expiry_ms < 60_000:
+            return
+        self._last_expiry_ms = now_ms
+        for cid in [c for c, s in self.sensors.items() if now_ms - s.last_ms > SENSOR_EXPIRY_MS]:
+            del self.sensors[cid]

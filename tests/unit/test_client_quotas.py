@@ -1,0 +1,102 @@
+"""quotas.client and quotas.controller_mutation: Kafka's figures, precedence and isolation."""
+
+from __future__ import annotations
+
+from quotas.client import LONG_MAX, ClientQuotaManager
+from quotas.controller_mutation import ControllerMutationQuotaManager
+
+
+def test_anchor_through_the_manager() -> None:
+    # ClientQuotaManagerTest.testQuotaViolation: quota 500 B/s, 400 B/s for 10 s, 2300 B at 10.5 s.
+    q = ClientQuotaManager("produce")
+    q.set_entity_quota("ANONYMOUS", 500)
+    for second in range(10):
+        assert q.record("ANONYMOUS", 400, second * 1000) == 0
+    assert q.record("ANONYMOUS", 2300, 10_500) == 2100
+    assert q.throttle_time_avg("ANONYMOUS", 10_500) == 2100
+    # Nothing more while held: the next measurement is back under the quota.
+    assert q.rate("ANONYMOUS", 10_500 + 2100) < q.rate("ANONYMOUS", 10_500)
+
+
+def test_precedence_own_entity_default_entity_static_override_static_default() -> None:
+    q = ClientQuotaManager("produce", static_default=1000, static_overrides={"a": 4 << 20})
+    assert q.quota("x") == 1000
+    assert q.quota("a") == 4 << 20
+    q.set_entity_quota("<default>", 2000)
+    assert q.quota("x") == 2000 and q.quota("a") == 2000
+    q.set_entity_quota("a", 3000)
+    assert q.quota("a") == 3000 and q.quota("x") == 2000
+    q.set_entity_quota("a", None)
+    q.set_entity_quota("<default>", None)
+    assert q.quota("a") == 4 << 20
+
+
+def test_unlimited_clients_are_measured_not_throttled() -> None:
+    q = ClientQuotaManager("fetch", static_default=LONG_MAX)
+    assert q.quota("c") is None
+    assert q.record("c", 10 << 30, 0) == 0
+    assert q.rate("c", 0) > 0
+
+
+def test_clients_without_an_id_share_one_entity_and_others_are_isolated() -> None:
+    q = ClientQuotaManager("produce", static_default=100)
+    # 2000 B over a padded 10 s window is 200 B/s, twice the quota: held 10 s.
+    assert q.record("", 2000, 0) == 10_000
+    assert q.record("", 0, 0) == 10_000  # the same client, still over
+    assert q.record("other", 500, 0) == 0  # 50 B/s: its own sensor
+
+
+def test_fetch_delay_is_owed_before_reading() -> None:
+    q = ClientQuotaManager("fetch")
+    q.set_entity_quota("<default>", 100)
+    assert q.throttle_before("c", 0) == 0
+    q.record_only("c", 2000, 0)  # 200 B/s over a padded 10 s window
+    assert q.throttle_before("c", 0) == round((200 - 100) / 100 * 10_000)
+    # Nothing more recorded: the window grows and the debt shrinks.
+    assert q.throttle_before("c", 15_000) == 0
+
+
+def test_idle_sensors_expire() -> None:
+    q = ClientQuotaManager("produce")
+    q.record("gone", 1, 0)
+    q.record("here", 1, 3_700_000)
+    assert q.clients() == ["here"]
+
+
+def test_mutation_strict_burst_of_60_topics_of_4_partitions() -> None:
+    # Quota 5/s, 11 samples of 1 s: burst 55. A topic is admitted while tokens >= 0.
+    m = ControllerMutationQuotaManager(11, 1)
+    m.set_entity_quota("admin", 5, 0)
+    outcome = [m.strict("admin", 4, 0) for _ in range(60)]
+    admitted = [t for t in outcome if t == 0]
+    assert len(admitted) == 14  # 55 - 14 * 4 = -1
+    assert m.tokens("admin", 0) == -1
+    assert set(outcome[14:]) == {200}  # -(-1) / 5 s
+    # After the throttle the client's retry gets in.
+    assert m.strict("admin", 4, 200) == 0
+
+
+def test_mutation_permissive_admits_and_charges() -> None:
+    m = ControllerMutationQuotaManager(11, 1)
+    m.set_entity_quota("<default>", 5, 0)
+    throttles = [m.permissive("old", 4, 0) for _ in range(60)]
+    assert throttles[12] == 0 and throttles[13] == round(1 / 5 * 1000)
+    assert throttles[-1] == round((240 - 55) / 5 * 1000)
+
+
+def test_mutation_isolation_unlimited_and_live_change() -> None:
+    m = ControllerMutationQuotaManager(11, 1)
+    m.set_entity_quota("a", 1, 0)
+    assert m.strict("a", 20, 0) == 0 and m.strict("a", 1, 0) > 0
+    assert m.strict("b", 1000, 0) == 0  # no quota for b
+    assert m.tokens("b", 0) is None
+    m.set_entity_quota("a", 100, 0)  # tokens kept (-9), burst now 1100, refill 100/s
+    assert m.tokens("a", 0) == -9
+    assert m.strict("a", 1, 100) == 0
+
+
+def test_validate_only_and_rates_show_in_metrics() -> None:
+    m = ControllerMutationQuotaManager(11, 1)
+    m.set_entity_quota("<default>", 5, 0)
+    m.strict("c", 10, 0)
+    assert m.rate("c", 0) == 1.0  # 10 over the padded 10 s window
