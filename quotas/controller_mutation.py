@@ -68,10 +68,10 @@ class ControllerMutationQuotaManager:
     def _state(self, client_id: str, now_ms: float) -> _ClientState:
         st = self.clients.get(client_id)
         if st is None:
+            self._expire(now_ms)
             st = self.clients[client_id] = _ClientState(Rate(self.samples, self.window_seconds),
                                                         WindowedSum(self.samples, self.window_seconds * 1000))
             self._rebucket(client_id, st, now_ms)
-            self._expire(now_ms)
         st.last_ms = now_ms
         return st
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from quotas.client import LONG_MAX, ClientQuotaManager
 from quotas.controller_mutation import ControllerMutationQuotaManager
 
@@ -63,17 +65,18 @@ def test_idle_sensors_expire() -> None:
     assert q.clients() == ["here"]
 
 
-def test_mutation_strict_burst_of_60_topics_of_4_partitions() -> None:
+@pytest.mark.parametrize("t0", [0, 86_400_000])  # a clock that started long ago (monotonic ms)
+def test_mutation_strict_burst_of_60_topics_of_4_partitions(t0: float) -> None:
     # Quota 5/s, 11 samples of 1 s: burst 55. A topic is admitted while tokens >= 0.
     m = ControllerMutationQuotaManager(11, 1)
-    m.set_entity_quota("admin", 5, 0)
-    outcome = [m.strict("admin", 4, 0) for _ in range(60)]
+    m.set_entity_quota("admin", 5, t0)
+    outcome = [m.strict("admin", 4, t0) for _ in range(60)]
     admitted = [t for t in outcome if t == 0]
     assert len(admitted) == 14  # 55 - 14 * 4 = -1
-    assert m.tokens("admin", 0) == -1
+    assert m.tokens("admin", t0) == -1
     assert set(outcome[14:]) == {200}  # -(-1) / 5 s
     # After the throttle the client's retry gets in.
-    assert m.strict("admin", 4, 200) == 0
+    assert m.strict("admin", 4, t0 + 200) == 0
 
 
 def test_mutation_permissive_admits_and_charges() -> None:
