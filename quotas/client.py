@@ -117,10 +117,7 @@ class ClientQuotaManager:
     def throttle_time_avg(self, client_id: str, now_ms: float) -> float:
         """Kafka's throttle-time sensor: the average throttle over the window (0 when none)."""
         s = self.sensors.get(client_id)
-        if s is None:
-            return 0.0
-        count = s.throttle.count(now_ms)
-        return s.throttle.total(now_ms) / count if count else 0.0
+        return 0.0 if s is None else s.throttle.mean(now_ms)
 
     def clients(self) -> list[str]:
         return list(self.sensors)

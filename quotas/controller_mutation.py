@@ -119,10 +119,7 @@ class ControllerMutationQuotaManager:
 
     def throttle_time_avg(self, client_id: str, now_ms: float) -> float:
         st = self.clients.get(client_id)
-        if st is None:
-            return 0.0
-        count = st.throttle.count(now_ms)
-        return st.throttle.total(now_ms) / count if count else 0.0
+        return 0.0 if st is None else st.throttle.mean(now_ms)
 
     def _expire(self, now_ms: float) -> None:
         for cid in [c for c, s in self.clients.items() if now_ms - s.last_ms > SENSOR_EXPIRY_MS]:

@@ -82,6 +82,11 @@ class WindowedSum:
         self.purge(now_ms)
         return sum(s.count for s in self._samples)
 
+    def mean(self, now_ms: float) -> float:
+        """The average recorded value over the live samples (Kafka's Avg); 0 when there is none."""
+        n = self.count(now_ms)
+        return self.total(now_ms) / n if n else 0.0
+
     def recent(self, now_ms: float, span_ms: float) -> tuple[float, float]:
         """(sum, covered ms) of the samples that started within the last span_ms."""
         live = [s for s in self._samples if now_ms - s.start_ms < span_ms]
