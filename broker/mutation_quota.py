@@ -25,6 +25,7 @@ class MutationQuota:
         self.strict = strict
         self.manager = ctx.broker.mutation_quotas
         self.throttle_ms = 0
+        self._paid_at_ms = 0.0  # when the debt seen while recording is paid back
 
     def admit(self, partitions: int, res: dict[str, object]) -> bool:
         """Take `partitions` for one topic; False (with the error set on `res`) when rejected."""
@@ -32,16 +33,26 @@ class MutationQuota:
         if self.strict:
             throttle = self.manager.strict(self.ctx.client_id, partitions, now)
             if throttle:
-                self.throttle_ms = max(self.throttle_ms, throttle)
+                self._owe(throttle, now)
                 res["error_code"] = ErrorCode.THROTTLING_QUOTA_EXCEEDED
                 res["error_message"] = QUOTA_EXCEEDED_MESSAGE
                 return False
             return True
-        self.throttle_ms = max(self.throttle_ms, self.manager.permissive(self.ctx.client_id, partitions, now))
+        self._owe(self.manager.permissive(self.ctx.client_id, partitions, now), now)
         return True
 
+    def _owe(self, throttle_ms: int, now_ms: float) -> None:
+        if throttle_ms:
+            self._paid_at_ms = max(self._paid_at_ms, now_ms + throttle_ms)
+
     def finish(self) -> int:
-        """The response's throttle_time_ms; mutes the connection for it."""
+        """The response's throttle_time_ms; mutes the connection for it.
+
+        As in Kafka, the time since the throttle was recorded (e.g. waiting for the new
+        partitions' leaders) is deducted: only what is still owed now is paid.
+        """
+        if self._paid_at_ms:
+            self.throttle_ms = max(0, round(self._paid_at_ms - self.ctx.broker.now_ms()))
         if self.throttle_ms:
             self.ctx.conn.mute_for(self.throttle_ms / 1000)
         return self.throttle_ms
