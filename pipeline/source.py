@@ -1,0 +1,248 @@
+"""The `minibroker` data source: batch and streaming reads of one topic, and batch writes.
+
+Spark plans on the driver side and reads in executor processes, all of them Python workers
+that unpickle these objects. Planning (which partitions, which offsets) talks to the cluster
+once per query or micro-batch; each task then reads one topic partition's offset range on its
+own connection. Streaming offsets are `{"topic": {"partition": next offset}}` dicts, the
+same shape as the `startingOffsets` option; Spark keeps them in the query's checkpoint, which
+is what makes a restarted query resume exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.types import StructType
+
+from pipeline.client import EARLIEST, LATEST, BrokerSession, MinibrokerError
+from pipeline.options import OffsetSpec, ReadOptions, WriteOptions
+from pipeline.rows import SCHEMA_DDL, record_batch
+from pipeline.sink import MinibrokerWriter
+
+Offsets = dict[int, int]  # partition -> offset
+
+
+class OffsetRange(InputPartition):
+    """One Spark task's work: records start <= offset < end of one topic partition."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"OffsetRange({self.topic}-{self.partition} [{self.start}, {self.end}))"
+
+
+class MinibrokerDataSource(DataSource):
+    """`spark.read/readStream/write.format("minibroker")`; see docs/pyspark.md for the options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "minibroker"
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        _check_schema(schema)
+        return MinibrokerBatchReader(ReadOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        _check_schema(schema)
+        return MinibrokerStreamReader(ReadOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise MinibrokerError("a topic can only be appended to: use mode('append')")
+        return MinibrokerWriter(WriteOptions.parse(self.options), schema)
+
+
+_SCHEMA_TYPES = [("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
+                 ("offset", "bigint"), ("timestamp", "timestamp"), ("timestampType", "int")]
+
+
+def _check_schema(schema: StructType) -> None:
+    """Rows are built as Arrow batches of one fixed layout, so a user-given schema must match it."""
+    if [(f.name, f.dataType.simpleString()) for f in schema.fields] != _SCHEMA_TYPES:
+        raise MinibrokerError(f"the minibroker source has the fixed schema {SCHEMA_DDL!r}; got {schema.simpleString()}")
+
+
+def read_range(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of one planned offset range; nothing for Spark's placeholder partition."""
+    if not isinstance(partition, OffsetRange) or partition.start >= partition.end:
+        return
+    with BrokerSession(options.settings) as session:
+        for records in session.fetch_range(partition.topic, partition.partition, partition.start,
+                                           partition.end, options.fetch_max_bytes):
+            yield record_batch(partition.topic, partition.partition, records)
+
+
+def _resolve(spec: OffsetSpec, option: str, topic: str, partitions: list[int], earliest: Offsets,
+             latest: Offsets) -> Offsets:
+    """Concrete offsets for every partition, each checked to lie within the log."""
+    default, explicit = spec
+    unknown = sorted(set(explicit) - set(partitions))
+    if unknown:
+        raise MinibrokerError(f"option {option} names partition(s) {unknown} of topic {topic!r}, "
+                              f"which has partitions {partitions}")
+    out: Offsets = {}
+    for p in partitions:
+        want = explicit.get(p, default)
+        if want == EARLIEST:
+            out[p] = earliest[p]
+        elif want == LATEST:
+            out[p] = latest[p]
+        elif want < earliest[p] or want > latest[p]:
+            raise MinibrokerError(
+                f"option {option}: offset {want} of {topic}-{p} is beyond the log, which holds offsets "
+                f"{earliest[p]}..{latest[p]} (earliest..latest = high watermark)")
+        else:
+            out[p] = want
+    return out
+
+
+class MinibrokerBatchReader(DataSourceReader):
+    """Plans one OffsetRange per topic partition between startingOffsets and endingOffsets."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self._ranges: list[OffsetRange] | None = None
+
+    def _plan(self) -> list[OffsetRange]:
+        topic = self.options.topic
+        with BrokerSession(self.options.settings) as session:
+            partitions = session.partitions(topic)
+            earliest = session.list_offsets(topic, partitions, EARLIEST)
+            latest = session.list_offsets(topic, partitions, LATEST)
+        start = _resolve(self.options.starting, "startingOffsets", topic, partitions, earliest, latest)
+        end = _resolve(self.options.ending, "endingOffsets", topic, partitions, earliest, latest)
+        for p in partitions:
+            if start[p] > end[p]:
+                raise MinibrokerError(f"startingOffsets {start[p]} of {topic}-{p} is after its endingOffsets {end[p]}")
+        return [OffsetRange(topic, p, start[p], end[p]) for p in partitions]
+
+    def partitions(self) -> list[InputPartition]:
+        # One Spark partition per topic partition, even an empty one: the plan mirrors the topic.
+        if self._ranges is None:
+            self._ranges = self._plan()
+        return list(self._ranges)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_range(self.options, partition)
+
+
+def _as_offsets(doc: Mapping[str, Any] | None, topic: str) -> Offsets:
+    """A streaming offset dict (as Spark hands it back from its checkpoint) for our topic."""
+    if not doc:
+        return {}
+    if set(doc) != {topic}:
+        raise MinibrokerError(f"the query's checkpoint holds offsets for {sorted(doc)}, but the source reads "
+                              f"{topic!r}: start the changed query with a new checkpointLocation")
+    return {int(p): int(o) for p, o in doc[topic].items()}
+
+
+def _as_doc(topic: str, offsets: Offsets) -> dict[str, dict[str, int]]:
+    return {topic: {str(p): offsets[p] for p in sorted(offsets)}}
+
+
+class MinibrokerStreamReader(DataSourceStreamReader):
+    """Micro-batches of the offsets that arrived (below the high watermark) since the last one."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def _offsets(self, which: int) -> Offsets:
+        with BrokerSession(self.options.settings) as session:
+            partitions = session.partitions(self.options.topic)
+            return session.list_offsets(self.options.topic, partitions, which)
+
+    def initialOffset(self) -> dict:
+        topic = self.options.topic
+        with BrokerSession(self.options.settings) as session:
+            partitions = session.partitions(topic)
+            earliest = session.list_offsets(topic, partitions, EARLIEST)
+            latest = session.list_offsets(topic, partitions, LATEST)
+        return _as_doc(topic, _resolve(self.options.starting, "startingOffsets", topic, partitions, earliest, latest))
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        """The high watermark of every partition, capped by maxOffsetsPerTrigger if set.
+
+        Spark before 4.2 calls this without arguments and knows no read limits; Spark 4.2+
+        passes the batch's start and a ReadLimit (ReadAllAvailable for availableNow's last
+        planning, ReadMaxRows from getDefaultReadLimit otherwise).
+        """
+        topic = self.options.topic
+        latest = self._offsets(LATEST)
+        cap = self.options.max_offsets_per_trigger
+        if cap is None:
+            return _as_doc(topic, latest)
+        if start is None:
+            raise MinibrokerError("option maxOffsetsPerTrigger needs pyspark 4.2 or later (read limits)")
+        max_rows = getattr(limit, "maxRows", None) if type(limit).__name__ == "ReadMaxRows" else None
+        if max_rows is None:
+            return _as_doc(topic, latest)
+        begin = _as_offsets(start, topic)
+        missing = [p for p in latest if p not in begin]
+        if missing:
+            earliest = self._offsets(EARLIEST)
+            begin.update({p: earliest[p] for p in missing})
+        return _as_doc(topic, _cap(begin, latest, int(max_rows)))
+
+    def getDefaultReadLimit(self) -> Any:
+        if self.options.max_offsets_per_trigger is None:
+            return super().getDefaultReadLimit()
+        from pyspark.sql.streaming.datasource import ReadMaxRows
+
+        return ReadMaxRows(self.options.max_offsets_per_trigger)
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        topic = self.options.topic
+        begin, stop = _as_offsets(start, topic), _as_offsets(end, topic)
+        if any(p not in begin for p in stop):
+            # Partitions added to the topic since the last batch are read from their beginning.
+            earliest = self._offsets(EARLIEST)
+            for p in stop:
+                begin.setdefault(p, earliest.get(p, 0))
+        ranges: list[InputPartition] = []
+        for p in sorted(stop):
+            if begin[p] > stop[p]:
+                raise MinibrokerError(f"{topic}-{p}: batch start offset {begin[p]} is after its end {stop[p]}; "
+                                      f"was the topic deleted and re-created?")
+            if begin[p] < stop[p]:
+                ranges.append(OffsetRange(topic, p, begin[p], stop[p]))
+        return ranges
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_range(self.options, partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the offsets live in Spark's checkpoint, not in the broker."""
+
+
+def _cap(begin: Offsets, latest: Offsets, max_rows: int) -> Offsets:
+    """End offsets that admit at most max_rows new offsets, shared in proportion to the backlog."""
+    backlog = {p: max(latest[p] - begin.get(p, 0), 0) for p in latest}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return dict(latest)
+    share = {p: backlog[p] * max_rows // total for p in latest}
+    left = max_rows - sum(share.values())
+    for p in sorted(latest, key=lambda p: backlog[p] - share[p], reverse=True):
+        if left == 0:
+            break
+        if share[p] < backlog[p]:
+            share[p] += 1
+            left -= 1
+    return {p: begin.get(p, 0) + share[p] for p in latest}
