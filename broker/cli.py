@@ -59,6 +59,11 @@ def _configs(args: argparse.Namespace) -> int:
     return asyncio.run(configs_tool.run(args))
 
 
+def _reassign(args: argparse.Namespace) -> int:
+    from broker import reassign_tool
+    return asyncio.run(reassign_tool.run(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minibroker", description="A Kafka-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -95,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     from broker import configs_tool
     configs_tool.add_parser(sub)
     sub.choices["configs"].set_defaults(func=_configs)
+    from broker import reassign_tool
+    reassign_tool.add_parser(sub)
+    sub.choices["reassign"].set_defaults(func=_reassign)
     return parser
 
 

@@ -119,6 +119,7 @@ class BrokerConfig:
     controller_quota_window_size_seconds: int = 1
     controlled_shutdown_enable: bool = True
     metrics_listener: str | None = None
+    replication_throttle_leftover_warn_ms: int = 300000
     unknown_keys: list[str] = field(default_factory=list)
 
     @property
@@ -176,6 +177,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "controller.quota.window.size.seconds": ("controller_quota_window_size_seconds", _positive),
     "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool),
     "metrics.listener": ("metrics_listener", lambda k, v: v.strip() or None),
+    "replication.throttle.leftover.warn.ms": ("replication_throttle_leftover_warn_ms", _positive),
 }
 
 KNOWN_KEYS = frozenset(_PARSERS)

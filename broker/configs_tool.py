@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from broker import zk_layout as L
 from broker.config_entities import (
     CLIENTS,
     DEFAULT_ENTITY,
@@ -18,9 +17,9 @@ from broker.config_entities import (
     InvalidConfig,
     sanitize,
     split_config_list,
-    validate,
 )
-from broker.zk import NodeExistsError, NoNodeError, ZkClient
+from broker.config_writer import alter_entity, read_entity
+from broker.zk import ZkClient
 
 
 def _fail(msg: str) -> int:
@@ -44,18 +43,13 @@ async def run(args: argparse.Namespace) -> int:
     shown_name = name
     if args.entity_type == CLIENTS and not args.entity_default:
         name = sanitize(name)  # Kafka's znode form of a client id
-    path = f"{L.CONFIG_ROOT}/{args.entity_type}/{name}"
     zk = ZkClient(args.zookeeper, 10000)
     try:
         await zk.start(timeout=15)
     except Exception as e:
         return _fail(f"cannot connect to ZooKeeper at {args.zookeeper}: {e}")
     try:
-        try:
-            data, version = await zk.get(path)
-            current = L.decode_entity_config(data)
-        except NoNodeError:
-            current, version = {}, -1
+        current, _ = await read_entity(zk, args.entity_type, name)
         if args.describe:
             shown = ",".join(f"{k}={v}" for k, v in sorted(current.items()))
             print(f"Configs for {args.entity_type[:-1]} '{shown_name}' are {shown}")
@@ -68,23 +62,10 @@ async def run(args: argparse.Namespace) -> int:
         missing = [k for k in deletes if k not in current and k not in adds]
         if missing:
             return _fail(f"Invalid config(s): {','.join(missing)} (not set on {args.entity_type} '{name}')")
-        merged = {k: v for k, v in current.items() if k not in deletes}
-        merged.update(adds)
         try:
-            validate(args.entity_type, {k: v for k, v in merged.items() if k in adds})
+            await alter_entity(zk, args.entity_type, name, adds, deletes, force=True)
         except InvalidConfig as e:
             return _fail(str(e))
-        body = L.encode_entity_config(merged)
-        if version < 0:
-            try:
-                await zk.create(path, body, make_parents=True)
-            except NodeExistsError:
-                return _fail(f"{path} was created concurrently; run the command again")
-        else:
-            await zk.set(path, body, version=version)
-        await zk.ensure_path(L.CONFIG_CHANGES)
-        await zk.create(f"{L.CONFIG_CHANGES}/config_change_",
-                        L.dumps({"version": 2, "entity_path": f"{args.entity_type}/{name}"}), sequential=True)
         print(f"Completed updating config for {args.entity_type[:-1]} {shown_name}.")
         return 0
     finally:

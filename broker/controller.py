@@ -25,6 +25,7 @@ import structlog
 
 from broker import zk_layout as L
 from broker.controller_channel import ControllerChannel
+from broker.controller_reassign import Reassigner
 from broker.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 
 log = structlog.get_logger()
@@ -51,6 +52,7 @@ class Controller:
         self._worker: asyncio.Task[None] | None = None
         self._watches_armed = False
         self._topic_watches: set[str] = set()
+        self.reassigner = Reassigner(self)
 
     # ---- election --------------------------------------------------------------------
 
@@ -60,6 +62,7 @@ class Controller:
 
     async def stop(self) -> None:
         self.active = False
+        self.reassigner.stop()
         if self._worker is not None:
             self._worker.cancel()
             try:
@@ -110,11 +113,13 @@ class Controller:
             await self.zk.watch_children(L.BROKER_TOPICS, self._on(self._topics_changed))
             await self.zk.watch_children(L.DELETE_TOPICS, self._on(self._delete_requested))
             await self.zk.watch_children(L.ISR_CHANGE, self._on(self._isr_changed))
+            await self.reassigner.arm()
         await self._failover()
 
     async def _resign(self) -> None:
         log.info("controller.resigned")
         self.active = False
+        self.reassigner.stop()
         if self.channel is not None:
             await self.channel.close()
             self.channel = None
@@ -197,6 +202,7 @@ class Controller:
         self._send_update_metadata(list(self.live), self._all_partitions())
         await self._delete_requested(await self.zk.get_children(L.DELETE_TOPICS))
         await self._isr_changed(await self.zk.get_children(L.ISR_CHANGE))
+        await self.reassigner.resume()
 
     def _all_partitions(self) -> list[TP]:
         return [(t, p) for t, parts in self.assignment.items() for p in parts]

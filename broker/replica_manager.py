@@ -93,6 +93,12 @@ class ReplicaManager:
         metrics.gauge("partition_bytes_in_rate", "Bytes/s appended to each hosted partition (produce or replication)",
                       lambda: [({"topic": p.topic, "partition": str(p.index)}, p.bytes_in.measure(self.clock()))
                                for p in self.partitions.values()])
+        metrics.gauge("log_size_bytes", "Bytes in each hosted partition's log (Kafka's Log Size)",
+                      lambda: [({"topic": p.topic, "partition": str(p.index)}, p.log.size_bytes)
+                               for p in self.partitions.values()])
+        metrics.gauge("log_end_offset", "Log end offset of each hosted partition (Kafka's Log LogEndOffset)",
+                      lambda: [({"topic": p.topic, "partition": str(p.index)}, p.log_end_offset)
+                               for p in self.partitions.values()])
         metrics.gauge("partitions", "Partitions hosted on this broker", lambda: [({}, len(self.partitions))])
         metrics.gauge("leader_partitions", "Partitions this broker leads",
                       lambda: [({}, sum(1 for p in self.partitions.values() if p.leader == self.broker_id))])

@@ -24,6 +24,7 @@ from broker.controller import Controller
 from broker.dispatch import Dispatcher
 from broker.dynamic_config import DynamicConfigManager
 from broker.fetcher_manager import FetcherManager
+from broker.leftover_throttles import LeftoverThrottleWatch
 from broker.metadata import MetadataCache
 from broker.metrics import Registry, bounded, serve_metrics
 from broker.network import Listener
@@ -75,6 +76,8 @@ class Broker:
         lst = config.listeners[0]
         self.listener = Listener(self.dispatcher, lst.host, lst.port, config.socket_request_max_bytes)
         self._metrics_server: asyncio.Server | None = None
+        self.metrics_url: str | None = None
+        self._leftover_task: asyncio.Task[None] | None = None
         m = self.metrics
         m.gauge("sum_replica_lag", "Messages the followers of led partitions are behind",
                 lambda: [({}, self.replicas.sum_replica_lag())])
@@ -226,7 +229,7 @@ class Broker:
 
     async def _register(self, new_session: bool) -> None:
         adv = self.config.advertised
-        info = L.BrokerInfo(self.broker_id, adv.host, adv.port or self.listener.port)
+        info = L.BrokerInfo(self.broker_id, adv.host, adv.port or self.listener.port, metrics_url=self.metrics_url)
         path = L.broker_path(self.broker_id)
         deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 * 1.5 + 2
         while True:
@@ -264,14 +267,35 @@ class Broker:
         # Configs first, registration second (as Kafka's start-up does): registering makes the
         # controller hand out partitions, and a replica fetcher must not start unthrottled.
         await self.dynamic_config.start()
+        addr = self.config.metrics_address
+        if addr:
+            # Before registering: the registration names the metrics endpoint.
+            self._metrics_server = await serve_metrics(self.metrics, *addr)
+            port = self._metrics_server.sockets[0].getsockname()[1]
+            self.metrics_url = f"http://{addr[0]}:{port}/metrics"
         await self._register(new_session=True)
         self.zk.on_session(self._on_session)
         await self.controller.start()
-        addr = self.config.metrics_address
-        if addr:
-            self._metrics_server = await serve_metrics(self.metrics, *addr)
+        self._leftover_task = asyncio.create_task(self._watch_leftover_throttles())
         log.info("broker.started", host=self.listener.host, port=self.listener.port,
                  zookeeper=self.config.zookeeper_connect)
+
+    async def _watch_leftover_throttles(self) -> None:
+        grace = self.config.replication_throttle_leftover_warn_ms
+        watch = LeftoverThrottleWatch(grace, self.now_ms())
+        while True:
+            await asyncio.sleep(min(grace / 4000, 30))
+            acting = self.throttles.acting()
+            try:
+                reassigning = bool(acting) and await self.zk.exists(L.REASSIGN)
+            except Exception:
+                continue  # ZooKeeper away: judge again on the next round
+            if watch.observe(bool(acting), reassigning, self.now_ms()):
+                log.warning("throttle.leftover", idle_s=round(watch.idle_ms(self.now_ms()) / 1000),
+                            leader_rate=self.throttles.leader.quota, follower_rate=self.throttles.follower.quota,
+                            topics=acting,
+                            hint="no reassignment is running: run `minibroker reassign --verify` for the last "
+                                 "move, or remove the rates and replica lists with `minibroker configs`")
 
     async def _on_session(self, new_session: bool) -> None:
         if new_session:
@@ -307,6 +331,8 @@ class Broker:
 
     async def stop(self, controlled: bool = True) -> None:
         log.info("broker.stopping")
+        if self._leftover_task is not None:
+            self._leftover_task.cancel()
         if controlled and self.config.controlled_shutdown_enable:
             try:
                 await asyncio.wait_for(self.controlled_shutdown(), 60)

@@ -80,6 +80,11 @@ class ReplicationThrottles:
                 log.warning("throttle.replicas_without_rate", side=side, topics=sorted(q.throttled),
                             hint=f"set {side}.replication.throttled.rate on this broker")
 
+    def acting(self) -> dict[str, list[str]]:
+        """Per side, the topics throttled here while a rate is also set: the throttles that act."""
+        return {side: sorted(q.throttled) for side, q in (("leader", self.leader), ("follower", self.follower))
+                if q.quota is not None and q.throttled}
+
     # ---- follower side (fetcher.replica_fetcher.FetchThrottle) -----------------------
 
     def leave_out(self, tp: TP) -> bool:

@@ -49,6 +49,9 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    # Project field: where the broker serves /metrics (tools read progress there, as Kafka's
+    # read JMX through "jmx_port"); Kafka's own readers ignore unknown fields.
+    metrics_url: str | None = None
 
     def encode(self) -> bytes:
         return dumps({
@@ -57,6 +60,7 @@ class BrokerInfo:
             "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
             "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
             "rack": self.rack,
+            **({"metrics_url": self.metrics_url} if self.metrics_url else {}),
         })
 
     @classmethod
@@ -69,7 +73,7 @@ class BrokerInfo:
             hostport = ep.split("://", 1)[1]
             host, _, p = hostport.rpartition(":")
             port = int(p)
-        return cls(broker_id, str(host), int(port), obj.get("rack"))
+        return cls(broker_id, str(host), int(port), obj.get("rack"), obj.get("metrics_url"))
 
 
 def encode_assignment(assignment: dict[int, list[int]]) -> bytes:

@@ -21,6 +21,7 @@ FAST = {
     "replica.lag.time.max.ms": "3000",
     "replica.fetch.wait.max.ms": "200",
     "zookeeper.session.timeout.ms": "6000",
+    "replication.throttle.leftover.warn.ms": "3000",
 }
 
 
