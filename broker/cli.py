@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from broker.config import ConfigError, load_config
+from broker.logs import configure
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -56,11 +57,13 @@ def _topics(args: argparse.Namespace) -> int:
 
 def _configs(args: argparse.Namespace) -> int:
     from broker import configs_tool
+    configure(None, level="warning")  # stdout is the tool's report; events go to stderr
     return asyncio.run(configs_tool.run(args))
 
 
 def _reassign(args: argparse.Namespace) -> int:
     from broker import reassign_tool
+    configure(None, level="warning")  # stdout is the report (JSON a script may parse)
     return asyncio.run(reassign_tool.run(args))
 
 

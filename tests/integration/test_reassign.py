@@ -298,6 +298,21 @@ async def test_bad_input_is_refused_and_changes_nothing(cluster: Cluster, zk_ser
         return (await assignment(cluster, "bad"), await entity(cluster, "topics/bad"),
                 await entity(cluster, "brokers/1"), await cluster.zk.exists("/admin/reassign_partitions"))
 
+    # --generate: Kafka's output blocks, a proposal over exactly the given brokers, and the MoveRatio.
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "bad"}]}))
+    g = reassign(zk, "--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "1,2")
+    assert g.returncode == 0, g.stderr
+    blocks = g.stdout.split("\n\n")
+    assert blocks[0] == "Current partition replica assignment"
+    assert json.loads(blocks[1]) == {"version": 1, "partitions": [
+        {"topic": "bad", "partition": p, "replicas": [0]} for p in range(2)]}
+    proposed = json.loads(blocks[3])["partitions"]
+    assert sorted(r for item in proposed for r in item["replicas"]) == [1, 2]
+    assert "MoveRatio: 1.000" in g.stdout
+    g = reassign(zk, "--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "1,9")
+    assert g.returncode != 0 and "broker(s) [9] are not registered" in g.stderr
+
     start = await snapshot()
     cases = {
         "unknown topic": ({("nope", 0): [1]}, [], "topic 'nope' does not exist"),
