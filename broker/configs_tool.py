@@ -8,7 +8,6 @@ entity znode, then a v2 change notification. --describe prints the config.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from broker.config_entities import (
     CLIENTS,
@@ -19,12 +18,9 @@ from broker.config_entities import (
     split_config_list,
 )
 from broker.config_writer import alter_entity, read_entity
-from broker.zk import ZkClient
+from broker.tool_support import ToolError, connect_zk, fail
 
-
-def _fail(msg: str) -> int:
-    print(f"Error: {msg}", file=sys.stderr)
-    return 1
+_fail = fail
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -43,11 +39,10 @@ async def run(args: argparse.Namespace) -> int:
     shown_name = name
     if args.entity_type == CLIENTS and not args.entity_default:
         name = sanitize(name)  # Kafka's znode form of a client id
-    zk = ZkClient(args.zookeeper, 10000)
     try:
-        await zk.start(timeout=15)
-    except Exception as e:
-        return _fail(f"cannot connect to ZooKeeper at {args.zookeeper}: {e}")
+        zk = await connect_zk(args.zookeeper)
+    except ToolError as e:
+        return _fail(str(e))
     try:
         current, _ = await read_entity(zk, args.entity_type, name)
         if args.describe:

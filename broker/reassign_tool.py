@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -54,14 +53,20 @@ from broker.reassign_plan import (
     throttle_lists,
     validate,
 )
+from broker.tool_support import ToolError, connect_zk, fail
 from broker.zk import NoNodeError, ZkClient
 
 TP = tuple[str, int]
 
 
-def _fail(msg: str) -> int:
-    print(f"Error: {msg}", file=sys.stderr)
-    return 1
+_fail = fail
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as e:
+        raise PlanError(f"cannot read {path}: {e}") from None
 
 
 def _mb(n: float) -> str:
@@ -275,9 +280,7 @@ def progress_line(first: Snapshot, prev: Snapshot, cur: Snapshot, total_partitio
 
 async def generate(zk: ZkClient, args: argparse.Namespace) -> int:
     try:
-        topics = parse_topics_to_move(Path(args.topics_to_move_json_file).read_text())
-    except OSError as e:
-        return _fail(f"cannot read {args.topics_to_move_json_file}: {e}")
+        topics = parse_topics_to_move(_read(args.topics_to_move_json_file))
     except PlanError as e:
         return _fail(str(e))
     try:
@@ -325,10 +328,7 @@ def _parse_throttle(raw: str | None) -> int | None:
 
 
 async def _load_plan(zk: ZkClient, path: str) -> tuple[Assignment, Assignment]:
-    try:
-        plan = parse_reassignment(Path(path).read_text())
-    except OSError as e:
-        raise PlanError(f"cannot read {path}: {e}") from None
+    plan = parse_reassignment(_read(path))
     current = await current_assignment(zk)
     validate(plan, current, await registered_brokers(zk))
     return plan, current
@@ -385,9 +385,7 @@ async def _statuses(zk: ZkClient, plan: Assignment) -> dict[TP, str]:
 
 async def verify(zk: ZkClient, args: argparse.Namespace) -> int:
     try:
-        plan = parse_reassignment(Path(args.reassignment_json_file).read_text())
-    except OSError as e:
-        return _fail(f"cannot read {args.reassignment_json_file}: {e}")
+        plan = parse_reassignment(_read(args.reassignment_json_file))
     except PlanError as e:
         return _fail(str(e))
     if args.watch:
@@ -429,11 +427,10 @@ async def run(args: argparse.Namespace) -> int:
         return _fail(f"--{modes[0]} needs --reassignment-json-file")
     if args.throttle is not None and not args.execute:
         return _fail("--throttle goes with --execute")
-    zk = ZkClient(args.zookeeper, 10000)
     try:
-        await zk.start(timeout=15)
-    except Exception as e:
-        return _fail(f"cannot connect to ZooKeeper at {args.zookeeper}: {e}")
+        zk = await connect_zk(args.zookeeper)
+    except ToolError as e:
+        return _fail(str(e))
     try:
         if args.generate:
             return await generate(zk, args)

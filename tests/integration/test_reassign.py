@@ -19,7 +19,13 @@ import pytest
 
 from tests.brokers import ROOT
 from tests.cluster import Cluster, metric, partition_bytes
-from tests.integration.test_throttle import create_assigned, log_bytes, produce_bytes
+from tests.integration.test_throttle import (
+    create_assigned,
+    log_bytes,
+    mean_rate,
+    produce_bytes,
+    sample_catch_up,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -57,25 +63,6 @@ async def wait_done(cluster: Cluster, timeout: float) -> None:
     await cluster.wait_for("the reassignment znode to go", gone, timeout, interval=0.25)
 
 
-async def sample_growth(cluster: Cluster, broker: int, topic: str, target: int,
-                        timeout: float) -> list[tuple[float, int]]:
-    samples: list[tuple[float, int]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        size = log_bytes(cluster, broker, topic)
-        samples.append((time.monotonic(), size))
-        if size >= target:
-            return samples
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"move incomplete: {samples[-1][1]} of {target} bytes on broker {broker}")
-
-
-def mean_rate(samples: list[tuple[float, int]]) -> float:
-    start = next(i for i, (_, b) in enumerate(samples) if b > samples[0][1])
-    (t0, b0), (t1, b1) = samples[start - 1], samples[-1]
-    return (b1 - b0) / (t1 - t0)
-
-
 def steady_rate(samples: list[tuple[float, int]], target: int) -> float:
     """The rate between 10% and 90% of the bytes to move."""
     lo = next((t, b) for t, b in samples if b >= 0.1 * target)
@@ -111,7 +98,7 @@ async def test_one_broker_to_another_at_the_throttle_with_progress_and_verify(
     assert "in progress" in mid.stdout and "Throttle was removed." not in mid.stdout, mid.stdout
     assert (await entity(cluster, "brokers/1")).get("follower.replication.throttled.rate") == str(rate)
 
-    samples = await sample_growth(cluster, 1, "mv", target, timeout=60)
+    samples = await sample_catch_up(cluster, "mv", target, timeout=60, broker=1)
     # The body of the move runs at the throttle; its tail is slower, as the last partitions
     # each move at most replica.fetch.max.bytes per fetch (the whole-move mean is in the bench).
     body = steady_rate(samples, target)
@@ -238,7 +225,7 @@ async def test_one_to_two_and_two_to_one(cluster: Cluster, zk_server, tmp_path: 
     # One node to two: broker 0 sends every partition twice, within its leader throttle.
     plan = plan_file(tmp_path, {("spread", p): [1, 2] for p in range(4)}, "spread.json")
     assert reassign(zk, "--execute", "--reassignment-json-file", plan, "--throttle", str(rate)).returncode == 0
-    samples = await sample_growth(cluster, 1, "spread", sum(map(len, spread_before.values())), 60)
+    samples = await sample_catch_up(cluster, "spread", sum(map(len, spread_before.values())), 60, broker=1)
     t_end = samples[-1][0]
     await wait_done(cluster, 30)
     received = log_bytes(cluster, 1, "spread") + log_bytes(cluster, 2, "spread")

@@ -77,11 +77,13 @@ async def stopped_follower_with_backlog(cluster: Cluster, topic: str, partitions
     await asyncio.to_thread(produce_bytes, cluster.bootstrap, topic, partitions, total)
 
 
-async def sample_catch_up(cluster: Cluster, topic: str, target: int, timeout: float) -> list[tuple[float, int]]:
+async def sample_catch_up(cluster: Cluster, topic: str, target: int, timeout: float,
+                          broker: int = 2) -> list[tuple[float, int]]:
+    """(time, bytes on disk) of `broker`'s replicas of `topic`, every 0.25 s until `target` bytes."""
     samples = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        size = log_bytes(cluster, 2, topic)
+        size = log_bytes(cluster, broker, topic)
         samples.append((time.monotonic(), size))
         if size >= target:
             return samples
