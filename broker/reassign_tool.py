@@ -185,6 +185,8 @@ def _single(metrics: dict[str, list[tuple[dict[str, str], float]]], name: str) -
 class Snapshot:
     at: float
     remaining: dict[int, float] = field(default_factory=dict)  # destination broker -> bytes to copy
+    sending: dict[int, float] = field(default_factory=dict)  # leader -> bytes it must still send
+    leader_inbound: dict[int, float] = field(default_factory=dict)  # leader -> produce B/s it must forward
     copied: float = 0.0  # bytes the destinations hold of the moving partitions
     lag: int = 0  # SumReplicaLag over the moving replicas (messages)
     inbound: dict[int, float] = field(default_factory=dict)  # destination -> produce B/s into its partitions
@@ -227,6 +229,8 @@ async def snapshot(zk: ZkClient, running: Assignment) -> Snapshot:
                 continue
             size = _series(dm, "log_size_bytes").get(tp, 0.0)
             snap.remaining[dest] = snap.remaining.get(dest, 0.0) + max(leader_size - size, 0.0)
+            snap.sending[state.leader] = snap.sending.get(state.leader, 0.0) + max(leader_size - size, 0.0)
+            snap.leader_inbound[state.leader] = snap.leader_inbound.get(state.leader, 0.0) + inbound
             snap.copied += size
             snap.lag += int(max(leader_leo - _series(dm, "log_end_offset").get(tp, 0.0), 0))
             snap.inbound[dest] = snap.inbound.get(dest, 0.0) + inbound
@@ -256,7 +260,9 @@ def progress_line(first: Snapshot, prev: Snapshot, cur: Snapshot, total_partitio
              f"progress {_mb(progress_rate)}/s"]
     if cur.remaining and cur.throttle:
         t = min(cur.throttle.values())
-        est = move_time(cur.remaining, cur.inbound, t)
+        # Both sides are throttled: a leader feeding two destinations sends twice the bytes.
+        est = max(move_time(cur.remaining, cur.inbound, t), move_time(cur.sending, cur.leader_inbound, t),
+                  key=lambda e: float("inf") if e.seconds is None else e.seconds)
         measured = f"{remaining / progress_rate:.0f} s" if progress_rate > 0 else "n/a"
         if est.seconds is None:
             b = est.busiest_broker

@@ -15,7 +15,8 @@ follower is out of the ISR is answered with empty records and the normal high wa
 while the leader quota is exceeded (KAFKA-4313 keeps in-sync replicas unthrottled); it
 costs nothing of the response budget and counts nothing toward min_bytes. While the quota
 is not exceeded, such partitions together get at most the quota's remaining allowance
-(a departure from 0.10.1, which let one response overshoot by its whole size). The bytes of
+(a departure from 0.10.1, which let one response overshoot by its whole size), and wait
+while that is less than a minimum grant, so that leader and follower do not trade crumbs. The bytes of
 every throttled partition in the response, in-sync ones included, are recorded when the
 response is sent.
 
@@ -61,6 +62,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
     total = throttled_bytes = limited_bytes = 0
     held_back = False
     allowance = float("inf")
+    min_grant = 0.0
     responses = []
     for topic in request["topics"]:
         name = topic["topic"]
@@ -86,7 +88,9 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
                     if exceeded is None:
                         exceeded = leader_quota.is_quota_exceeded()
                         allowance = leader_quota.allowance()
-                    if exceeded or allowance - limited_bytes <= 0:
+                        min_grant = leader_quota.min_grant()
+                    wanted = min(fp["partition_max_bytes"], limit)
+                    if exceeded or allowance - limited_bytes < min(wanted, min_grant) or allowance <= limited_bytes:
                         held_back = True
                         out["high_watermark"] = part.high_watermark
                         continue
