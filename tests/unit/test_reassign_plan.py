@@ -85,3 +85,22 @@ def test_leftover_watch_warns_after_grace_and_repeats_per_period() -> None:
     assert w.observe(True, False, 3000)
     assert not w.observe(False, False, 5000)  # removed: nothing to say
     assert not w.observe(True, True, 6000)  # a new move
+
+
+def test_watch_report_warns_when_the_throttle_cannot_beat_the_inbound_rate() -> None:
+    from broker.reassign_tool import Snapshot, progress_line
+
+    first = Snapshot(0.0, remaining={1: 40e6}, copied=0, inbound={1: 1e6}, throttle={1: 5e6},
+                     sending={0: 40e6}, leader_inbound={0: 1e6})
+    cur = Snapshot(2.0, remaining={1: 32e6}, copied=8e6, lag=8000, inbound={1: 1e6}, throttle={1: 5e6},
+                   throttled_rate=4.9e6, sending={0: 32e6}, leader_inbound={0: 1e6})
+    lines = progress_line(first, first, cur, 20, 0)
+    assert "20.0%" in lines[0] and "32.00 MB remaining" in lines[0] and "SumReplicaLag 8000" in lines[0]
+    assert lines[1].startswith("ETA 8 s by KIP-73's MoveTime")  # 32 MB / (5 - 1) MB/s
+    assert "8 s at the measured progress" in lines[1]  # 8 MB in 2 s: 4 MB/s
+
+    stuck = Snapshot(4.0, remaining={1: 32e6}, copied=8e6, inbound={1: 6e6}, throttle={1: 5e6},
+                     sending={0: 32e6}, leader_inbound={0: 6e6})
+    warning = progress_line(first, cur, stuck, 20, 0)[1]
+    assert warning.startswith("WARNING: the throttle 5.00 MB/s on broker")
+    assert "cannot finish" in warning and "--throttle above 6000000" in warning
