@@ -8,6 +8,7 @@ and a correlation-id mismatch is a protocol violation that closes the connection
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import struct
 from typing import Any
@@ -46,24 +47,85 @@ def response_header_size(api_key: int, version: int, data: bytes) -> int:
     return pos
 
 
+# A response larger than this is a broken stream, not a response (brokers cap theirs far lower).
+MAX_RESPONSE_BYTES = 1 << 30
+
+
+class _FrameProtocol(asyncio.BufferedProtocol):
+    """Reads each response straight into a buffer of its own size: one copy, kernel to frame.
+
+    A 10 MB fetch response through a StreamReader is copied into its buffer, sliced out and
+    shifted down; here the 4-byte size is read first, then the body lands in its final
+    bytearray, and record bytes stay slices of it all the way to the log write.
+    """
+
+    def __init__(self, conn: KafkaConnection) -> None:
+        self.conn = conn
+        self.transport: asyncio.Transport | None = None
+        self._head = bytearray(4)
+        self._body: bytearray | None = None
+        self._pos = 0
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._body is None:
+            return memoryview(self._head)[self._pos:]
+        return memoryview(self._body)[self._pos:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._pos += nbytes
+        if self._body is None:
+            if self._pos < 4:
+                return
+            (size,) = _SIZE.unpack(self._head)
+            if not 4 <= size <= MAX_RESPONSE_BYTES:
+                self.conn._fail(ProtocolError(f"response size {size} is out of range"))
+                if self.transport is not None:
+                    self.transport.abort()
+                return
+            self._body, self._pos = bytearray(size), 0
+            return
+        if self._pos == len(self._body):
+            body, self._body, self._pos = self._body, None, 0
+            self.conn._on_frame(body)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.conn._fail(exc or ConnectionError("closed by the peer"))
+        self._writable.set()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
 class KafkaConnection:
     def __init__(self, host: str, port: int, client_id: str = "minibroker-tool") -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self._ids = itertools.count(1)
-        self._pending: asyncio.Queue[tuple[int, int, int, asyncio.Future[Any]]] = asyncio.Queue()
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._read_task: asyncio.Task[None] | None = None
+        self._pending: collections.deque[tuple[int, int, int, asyncio.Future[Any]]] = collections.deque()
+        self._protocol: _FrameProtocol | None = None
         self._closed_exc: BaseException | None = None
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str = "minibroker-tool", timeout: float = 10) -> KafkaConnection:
         conn = cls(host, port, client_id)
-        conn._reader, conn._writer = await asyncio.wait_for(
-            asyncio.open_connection(host, port, limit=1 << 22), timeout)
-        conn._read_task = asyncio.create_task(conn._read_loop())
+        loop = asyncio.get_running_loop()
+        _, conn._protocol = await asyncio.wait_for(
+            loop.create_connection(lambda: _FrameProtocol(conn), host, port), timeout)
         return conn
 
     def _header(self, api_key: int, version: int, correlation_id: int) -> bytes:
@@ -75,16 +137,19 @@ class KafkaConnection:
 
     async def send_raw(self, api_key: int, version: int, body: bytes, expect_response: bool = True) -> bytes | None:
         """Send an encoded body; return the encoded response body (header stripped)."""
-        if self._writer is None or self._closed_exc is not None:
+        proto = self._protocol
+        if proto is None or proto.transport is None or self._closed_exc is not None:
             raise ConnectionError(f"connection to {self.host}:{self.port} is closed") from self._closed_exc
         correlation_id = next(self._ids) & 0x7FFFFFFF
         fut: asyncio.Future[Any] | None = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
-            self._pending.put_nowait((correlation_id, api_key, version, fut))
-        self._writer.writelines(frame(self._header(api_key, version, correlation_id), body))
-        await self._writer.drain()
+            self._pending.append((correlation_id, api_key, version, fut))
+        proto.transport.writelines(frame(self._header(api_key, version, correlation_id), body))
+        await proto._writable.wait()
         if fut is None:
+            if self._closed_exc is not None:
+                raise ConnectionError(f"connection to {self.host}:{self.port} lost") from self._closed_exc
             return None
         return await fut
 
@@ -94,46 +159,45 @@ class KafkaConnection:
         assert raw is not None
         return response_codec(api_key, version).decode(raw)
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
+    def _on_frame(self, data: bytearray) -> None:
+        if not self._pending:
+            self._fail(ProtocolError("a response arrived with no request pending"))
+            return
+        correlation_id, api_key, version, fut = self._pending.popleft()
+        (got,) = _SIZE.unpack_from(data)
+        if got != correlation_id:
+            self._fail(ProtocolError(f"correlation id {got} does not match the expected {correlation_id}"))
+            return
         try:
-            while True:
-                (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-                data = await self._reader.readexactly(size)
-                correlation_id, api_key, version, fut = self._pending.get_nowait()
-                (got,) = _SIZE.unpack_from(data)
-                if got != correlation_id:
-                    raise ProtocolError(f"correlation id {got} does not match the expected {correlation_id}")
-                skip = response_header_size(api_key, version, data)
-                if not fut.done():
-                    fut.set_result(memoryview(data)[skip:])
-        except (asyncio.IncompleteReadError, ConnectionError, ProtocolError, asyncio.QueueEmpty) as e:
+            skip = response_header_size(api_key, version, data)
+        except ProtocolError as e:
             self._fail(e)
-        except asyncio.CancelledError:
-            self._fail(ConnectionError("closed"))
-            raise
+            return
+        if not fut.done():
+            fut.set_result(memoryview(data)[skip:])
 
     def _fail(self, exc: BaseException) -> None:
-        self._closed_exc = exc
-        while not self._pending.empty():
-            *_, fut = self._pending.get_nowait()
+        if self._closed_exc is None:
+            self._closed_exc = exc
+        while self._pending:
+            *_, fut = self._pending.popleft()
             if not fut.done():
                 fut.set_exception(ConnectionError(f"connection to {self.host}:{self.port} lost: {exc!r}"))
+        proto = self._protocol
+        if isinstance(exc, ProtocolError) and proto is not None and proto.transport is not None:
+            proto.transport.abort()
 
     async def close(self) -> None:
-        if self._read_task is not None:
-            self._read_task.cancel()
-            try:
-                await self._read_task
-            except (asyncio.CancelledError, Exception):
-                pass
-        if self._writer is not None:
-            self._writer.close()
-            try:
-                # A peer that stopped reading would hold the close forever; give up and abort.
-                await asyncio.wait_for(self._writer.wait_closed(), 2)
-            except Exception:
-                self._writer.transport.abort()
+        proto = self._protocol
+        if proto is None or proto.transport is None:
+            return
+        self._fail(ConnectionError("closed"))
+        proto.transport.close()
+        try:
+            # A peer that stopped reading would hold the close forever; give up and abort.
+            await asyncio.wait_for(asyncio.shield(proto.closed), 2)
+        except Exception:
+            proto.transport.abort()
 
     async def __aenter__(self) -> KafkaConnection:
         return self
