@@ -20,6 +20,7 @@ from protocol.schema import flexible, request_codec, response_codec
 _SIZE = struct.Struct(">i")
 _REQ_HEADER = struct.Struct(">hhi")
 API_VERSIONS = 18
+FETCH_KEY = 1
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -63,7 +64,8 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self.conn = conn
         self.transport: asyncio.Transport | None = None
         self._head = bytearray(4)
-        self._body: bytearray | None = None
+        self._body: bytearray | memoryview | None = None
+        self._spare: bytearray | None = None
         self._pos = 0
         self._writable = asyncio.Event()
         self._writable.set()
@@ -88,11 +90,26 @@ class _FrameProtocol(asyncio.BufferedProtocol):
                 if self.transport is not None:
                     self.transport.abort()
                 return
-            self._body, self._pos = bytearray(size), 0
+            self._body, self._pos = self._frame_buffer(size), 0
             return
         if self._pos == len(self._body):
             body, self._body, self._pos = self._body, None, 0
             self.conn._on_frame(body)
+
+    def _frame_buffer(self, size: int) -> bytearray | memoryview:
+        """A fresh buffer, or for a fetch response on a reusing connection the recycled one.
+
+        Zero-filling a fresh 32 MB bytearray (and faulting its pages in) cost a sixth of a
+        follower's CPU. A replica fetcher has appended every byte of one fetch response before
+        it sends the next Fetch, so that response's buffer can take the next one; responses
+        to other requests (a ListOffsets sent while a response is being handled) never do.
+        """
+        pending = self.conn._pending
+        if not (self.conn.reuse_fetch_buffers and pending and pending[0][1] == FETCH_KEY):
+            return bytearray(size)
+        if self._spare is None or len(self._spare) < size:
+            self._spare = bytearray(size)
+        return memoryview(self._spare)[:size]
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -111,8 +128,11 @@ class _FrameProtocol(asyncio.BufferedProtocol):
 
 
 class KafkaConnection:
-    def __init__(self, host: str, port: int, client_id: str = "minibroker-tool") -> None:
+    def __init__(self, host: str, port: int, client_id: str = "minibroker-tool",
+                 reuse_fetch_buffers: bool = False) -> None:
         self.host = host
+        # Only for a caller that is done with one fetch response before it sends the next Fetch.
+        self.reuse_fetch_buffers = reuse_fetch_buffers
         self.port = port
         self.client_id = client_id
         self._ids = itertools.count(1)
@@ -121,8 +141,9 @@ class KafkaConnection:
         self._closed_exc: BaseException | None = None
 
     @classmethod
-    async def open(cls, host: str, port: int, client_id: str = "minibroker-tool", timeout: float = 10) -> KafkaConnection:
-        conn = cls(host, port, client_id)
+    async def open(cls, host: str, port: int, client_id: str = "minibroker-tool", timeout: float = 10,
+                   reuse_fetch_buffers: bool = False) -> KafkaConnection:
+        conn = cls(host, port, client_id, reuse_fetch_buffers)
         loop = asyncio.get_running_loop()
         _, conn._protocol = await asyncio.wait_for(
             loop.create_connection(lambda: _FrameProtocol(conn), host, port), timeout)
@@ -159,7 +180,7 @@ class KafkaConnection:
         assert raw is not None
         return response_codec(api_key, version).decode(raw)
 
-    def _on_frame(self, data: bytearray) -> None:
+    def _on_frame(self, data: bytearray | memoryview) -> None:
         if not self._pending:
             self._fail(ProtocolError("a response arrived with no request pending"))
             return

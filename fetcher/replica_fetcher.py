@@ -146,8 +146,11 @@ class ReplicaFetcher:
 
     async def _connection(self) -> KafkaConnection:
         if self._conn is None:
+            # Every fetch response is appended before the next Fetch goes out (see _run), so
+            # the connection may recycle the response buffer.
             self._conn = await KafkaConnection.open(self.host, self.port,
-                                                    client_id=f"replica-fetcher-{self.settings.replica_id}", timeout=5)
+                                                    client_id=f"replica-fetcher-{self.settings.replica_id}", timeout=5,
+                                                    reuse_fetch_buffers=True)
         return self._conn
 
     async def _run(self) -> None:

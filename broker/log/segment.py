@@ -17,10 +17,11 @@ from __future__ import annotations
 import os
 import struct
 import sys
-import zlib
 from array import array
 from bisect import bisect_right
 from pathlib import Path
+
+from protocol.records.crc import crc32
 
 HEADER = struct.Struct(">qi")
 HEADER_SIZE = HEADER.size  # 12: offset i64 + size i32
@@ -155,7 +156,7 @@ class Segment:
                     break
             (crc,) = _CRC.unpack_from(buf, rel + HEADER_SIZE)
             start = rel + HEADER_SIZE + 4
-            if buf[start] > 1 or zlib.crc32(memoryview(buf)[start:rel + entry_size]) != crc:
+            if buf[start] > 1 or crc32(memoryview(buf)[start:rel + entry_size]) != crc:
                 break
             if since > interval:
                 keys.append(next_offset - base)

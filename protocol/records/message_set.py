@@ -19,11 +19,11 @@ to uncompressed magic-1 messages; see protocol.records.record_batch.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from protocol.records import compression
+from protocol.records.crc import crc32
 from protocol.records.errors import RecordsError
 
 _ENTRY = struct.Struct(">qi")  # offset, size
@@ -115,7 +115,7 @@ class _Message:
         if self.size < MIN_MESSAGE[self.magic]:
             raise RecordsError.corrupt(f"message of {self.size} bytes is too short for magic {self.magic}")
         body = pos + LOG_OVERHEAD + 4
-        if check_crc and zlib.crc32(buf[body:self.end]) != self.crc:
+        if check_crc and crc32(buf[body:self.end]) != self.crc:
             raise RecordsError.corrupt(f"CRC mismatch in message at offset {self.offset}")
         if self.magic == 1:
             (self.timestamp,) = _I64.unpack_from(buf, body + 2)
@@ -143,7 +143,7 @@ def _encode_message(magic: int, attributes: int, timestamp: int, key: bytes | No
             parts.append(_I32.pack(len(b)))
             parts.append(bytes(b))
     body = b"".join(parts)
-    return struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">I", crc32(body)) + body
 
 
 def encode_entry(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None,
@@ -310,7 +310,7 @@ def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
     end = len(view)
     pos = 0
     last = -1
-    unpack_entry, unpack_head, crc32 = _ENTRY.unpack_from, _CRC_MAGIC.unpack_from, zlib.crc32
+    unpack_entry, unpack_head, crc = _ENTRY.unpack_from, _CRC_MAGIC.unpack_from, crc32
     while pos + LOG_OVERHEAD <= end:
         offset, size = unpack_entry(view, pos)
         nxt = pos + LOG_OVERHEAD + size
@@ -318,8 +318,8 @@ def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
             break
         if size < MIN_MESSAGE[0]:
             raise RecordsError.corrupt(f"bad message size {size} at offset {offset}")
-        crc, magic = unpack_head(view, pos + LOG_OVERHEAD)
-        if magic > 1 or crc32(view[pos + 16:nxt]) != crc:
+        stored, magic = unpack_head(view, pos + LOG_OVERHEAD)
+        if magic > 1 or crc(view[pos + 16:nxt]) != stored:
             raise RecordsError.corrupt(f"CRC or magic mismatch at offset {offset}")
         if offset <= last:
             raise RecordsError.corrupt("offsets are not increasing")
