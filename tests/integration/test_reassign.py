@@ -233,12 +233,15 @@ async def test_one_to_two_and_two_to_one(cluster: Cluster, zk_server, tmp_path: 
 
     # One node to two: broker 0 sends every partition twice, within its leader throttle.
     plan = plan_file(tmp_path, {("spread", p): [1, 2] for p in range(4)}, "spread.json")
+    started = time.monotonic()
     assert reassign(zk, "--execute", "--reassignment-json-file", plan, "--throttle", str(rate)).returncode == 0
-    samples = await sample_catch_up(cluster, "spread", sum(map(len, spread_before.values())), 60, broker=1)
-    t_end = samples[-1][0]
-    await wait_done(cluster, 30)
+    await wait_done(cluster, 60)
+    elapsed = time.monotonic() - started
     received = log_bytes(cluster, 1, "spread") + log_bytes(cluster, 2, "spread")
-    assert received / (t_end - samples[0][0]) <= 1.1 * rate  # the leader's budget covers both followers
+    # The leader's budget covers both followers: what they received together fits T over the
+    # move, plus the one window's worth a rate may take at once when a throttle starts.
+    assert received <= 1.05 * rate * (elapsed + 1), f"{received / MB:.1f} MB in {elapsed:.1f} s"
+    assert received == 2 * sum(map(len, spread_before.values()))
     v = reassign(zk, "--verify", "--reassignment-json-file", plan)
     assert v.returncode == 0 and "Throttle was removed." in v.stdout, v.stdout
     assert await assignment(cluster, "spread") == {p: [1, 2] for p in range(4)}
