@@ -25,6 +25,7 @@ from tests.integration.test_throttle import (
     mean_rate,
     produce_bytes,
     sample_catch_up,
+    steady_producer,
 )
 
 pytestmark = pytest.mark.integration
@@ -135,29 +136,8 @@ async def test_move_under_produce_traffic_progresses_at_t_minus_inbound_and_live
     stop = asyncio.Event()
     acked: list[tuple[int, int]] = []
 
-    def steady_producer() -> None:
-        from confluent_kafka import Producer
-
-        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5,
-                      "enable.idempotence": False, "message.send.max.retries": 100})
-        value = b"i" * 1000
-        sent, start = 0, time.monotonic()
-
-        def ack(err, msg) -> None:  # noqa: ANN001
-            if err is None:
-                acked.append((msg.partition(), msg.offset()))
-
-        while not stop.is_set():
-            for i in range(50):
-                p.produce("busy", value, partition=(sent + i) % parts, on_delivery=ack)
-            sent += 50
-            p.poll(0)
-            ahead = sent * 1000 / inbound - (time.monotonic() - start)
-            if ahead > 0:
-                time.sleep(ahead)
-        assert p.flush(60) == 0
-
-    producer = asyncio.create_task(asyncio.to_thread(steady_producer))
+    producer = asyncio.create_task(asyncio.to_thread(steady_producer, cluster.bootstrap, "busy", parts, inbound,
+                                                     stop, acked, "all"))
     try:
         await asyncio.sleep(1)
         r = reassign(zk, "--execute", "--reassignment-json-file", plan, "--throttle", str(rate))

@@ -50,6 +50,29 @@ def produce_bytes(bootstrap: str, topic: str, partitions: int, total: int, size:
     assert p.flush(120) == 0
 
 
+def steady_producer(bootstrap: str, topic: str, partitions: int, rate: float, stop: asyncio.Event,
+                    acked: list[tuple[int, int]] | None = None, acks: str = "1") -> None:
+    """Produces 1000-byte messages round-robin at `rate` bytes/s until `stop`; records acked offsets."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "enable.idempotence": False,
+                  "message.send.max.retries": 100})
+    value = b"i" * 1000
+    sent, start = 0, time.monotonic()
+
+    def ack(err, msg) -> None:  # noqa: ANN001
+        if err is None and acked is not None:
+            acked.append((msg.partition(), msg.offset()))
+
+    while not stop.is_set():
+        for i in range(50):
+            p.produce(topic, value, partition=(sent + i) % partitions, on_delivery=ack)
+        sent += 50
+        p.poll(0)
+        ahead = sent * 1000 / rate - (time.monotonic() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+    assert p.flush(60) == 0
+
+
 def log_bytes(cluster: Cluster, broker_id: int, topic: str) -> int:
     d = cluster.by_id(broker_id).log_dir
     return sum(f.stat().st_size for f in d.glob(f"{topic}-*/*.log"))
@@ -238,24 +261,9 @@ async def test_catch_up_with_produce_traffic_follows_t_minus_inbound(cluster: Cl
     set_throttle(cluster, zk_server.connect_string, "busy", rate)
     stop = asyncio.Event()
 
-    def steady_producer() -> None:
-        # New data for the same (throttled, not in sync) partitions at `inbound` bytes/s.
-        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1", "linger.ms": 5,
-                      "enable.idempotence": False})
-        value = b"i" * 1000
-        sent, start = 0, time.monotonic()
-        while not stop.is_set():
-            for i in range(100):
-                p.produce("busy", value, partition=(sent + i) % 20)
-            sent += 100
-            p.poll(0)
-            ahead = sent * 1000 / inbound - (time.monotonic() - start)
-            if ahead > 0:
-                time.sleep(ahead)
-        assert p.flush(30) == 0
-
     cluster.by_id(2).start()
-    producer = asyncio.create_task(asyncio.to_thread(steady_producer))
+    # New data for the same (throttled, not in sync) partitions at `inbound` bytes/s.
+    producer = asyncio.create_task(asyncio.to_thread(steady_producer, cluster.bootstrap, "busy", 20, inbound, stop))
     await asyncio.sleep(3)  # past the restart and the first window
     t0 = time.monotonic()
     lag0 = log_bytes(cluster, 0, "busy") + log_bytes(cluster, 1, "busy") - log_bytes(cluster, 2, "busy")
