@@ -23,6 +23,12 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+try:  # pyspark 4.2+; before it, availableNow runs through Spark's own wrapper
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - depends on the installed pyspark
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stand-in so the class below can name the mixin on older pyspark."""
+
 from pipeline.client import EARLIEST, LATEST, BrokerSession, MinibrokerError
 from pipeline.options import OffsetSpec, ReadOptions, WriteOptions
 from pipeline.rows import SCHEMA_DDL, record_batch
@@ -157,11 +163,21 @@ def _as_doc(topic: str, offsets: Offsets) -> dict[str, dict[str, int]]:
     return {topic: {str(p): offsets[p] for p in sorted(offsets)}}
 
 
-class MinibrokerStreamReader(DataSourceStreamReader):
-    """Micro-batches of the offsets that arrived (below the high watermark) since the last one."""
+class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches of the offsets that arrived (below the high watermark) since the last one.
+
+    availableNow: `prepareForTriggerAvailableNow` fixes the target at the high watermarks of
+    that moment, and `latestOffset` never goes past it. Without the mixin, pyspark's fallback
+    ended a restarted availableNow query after replaying the batch the previous run left
+    uncommitted, leaving out what had arrived since (caught by the checkpoint-restart test).
+    """
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        self._target: Offsets | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._offsets(LATEST)
 
     def _offsets(self, which: int) -> Offsets:
         with BrokerSession(self.options.settings) as session:
@@ -185,6 +201,8 @@ class MinibrokerStreamReader(DataSourceStreamReader):
         """
         topic = self.options.topic
         latest = self._offsets(LATEST)
+        if self._target is not None:
+            latest = {p: min(o, self._target.get(p, o)) for p, o in latest.items()}
         cap = self.options.max_offsets_per_trigger
         if cap is None:
             return _as_doc(topic, latest)
