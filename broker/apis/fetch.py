@@ -89,8 +89,9 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
                         exceeded = leader_quota.is_quota_exceeded()
                         allowance = leader_quota.allowance()
                         min_grant = leader_quota.min_grant()
-                    wanted = min(fp["partition_max_bytes"], limit)
-                    if exceeded or allowance - limited_bytes < min(wanted, min_grant) or allowance <= limited_bytes:
+                    # Wait for a grant worth sending (or for the whole ask, when it is smaller).
+                    grant_floor = max(min(fp["partition_max_bytes"], limit, min_grant), 1)
+                    if exceeded or allowance - limited_bytes < grant_floor:
                         held_back = True
                         out["high_watermark"] = part.high_watermark
                         continue
