@@ -118,8 +118,8 @@ async def test_produce_quota_holds_the_client_and_spares_the_other(quota_broker:
             asyncio.to_thread(paced_producer, b.bootstrap, "fast-producer", "fast", 3 * quota, 30, stop)]
     tasks = [asyncio.ensure_future(j) for j in jobs]
     try:
-        # Kafka's Rate pads a young history to 10 windows, so the first ~10 s of quota go out
-        # as a burst; the steady state is measured over the 20 s after it.
+        # The first seconds (a full pacing bucket, connection set-up) are left out; the steady
+        # state is measured over the 22 s after them.
         rates = await sample_growth(b, ["slow", "fast"], 6, 22)
         assert metric(b, "client_throttle_time_ms", client_id="slow-producer", type="produce") > 0
     finally:

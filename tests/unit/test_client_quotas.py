@@ -10,7 +10,7 @@ from quotas.controller_mutation import ControllerMutationQuotaManager
 
 def test_anchor_through_the_manager() -> None:
     # ClientQuotaManagerTest.testQuotaViolation: quota 500 B/s, 400 B/s for 10 s, 2300 B at 10.5 s.
-    q = ClientQuotaManager("produce")
+    q = ClientQuotaManager("produce", pace_burst_seconds=None)
     q.set_entity_quota("ANONYMOUS", 500)
     for second in range(10):
         assert q.record("ANONYMOUS", 400, second * 1000) == 0
@@ -18,6 +18,70 @@ def test_anchor_through_the_manager() -> None:
     assert q.throttle_time_avg("ANONYMOUS", 10_500) == 2100
     # Nothing more while held: the next measurement is back under the quota.
     assert q.rate("ANONYMOUS", 10_500 + 2100) < q.rate("ANONYMOUS", 10_500)
+
+
+def test_pacing_holds_for_the_larger_of_kafkas_throttle_and_the_buckets_debt() -> None:
+    # The anchor again, paced: the 1 s bucket (500 B) is full at 10.5 s and 2300 B leave it
+    # 1800 B in debt, 3.6 s at 500 B/s, longer than Kafka's 2.1 s.
+    q = ClientQuotaManager("produce")
+    q.set_entity_quota("ANONYMOUS", 500)
+    for second in range(10):
+        assert q.record("ANONYMOUS", 400, second * 1000) == 0
+    assert q.record("ANONYMOUS", 2300, 10_500) == 3600
+    # A fetch owes the bucket's debt before reading, and nothing once it is paid.
+    f = ClientQuotaManager("fetch")
+    f.set_entity_quota("c", 1000)
+    f.record_only("c", 3000, 0)
+    assert f.throttle_before("c", 0) == 2000
+    assert f.throttle_before("c", 2000) == 0
+
+
+def greedy_client(q: ClientQuotaManager, request: int, seconds: float) -> list[tuple[float, int]]:
+    """A client offering far more than its quota: the next request as soon as a hold ends."""
+    now, sent, out = 0.0, 0, []
+    while now < seconds * 1000:
+        hold = q.record("greedy", request, now)
+        sent += request
+        out.append((now, sent))
+        now += max(hold, 5)  # a few ms per round trip
+    return out
+
+
+def worst_span(points: list[tuple[float, int]], quota: float, span_s: float, start_s: float) -> float:
+    """The largest |rate / quota - 1| over every span_s-second span starting after start_s."""
+    worst = 0.0
+    for t0, b0 in points:
+        if t0 < start_s * 1000:
+            continue
+        later = [(t, b) for t, b in points if t >= t0 + span_s * 1000]
+        if not later:
+            break
+        t1, b1 = later[0]
+        worst = max(worst, abs((b1 - b0) / ((t1 - t0) / 1000) / quota - 1))
+    return worst
+
+
+def test_pacing_keeps_a_greedy_client_within_5_percent_over_any_30_s() -> None:
+    quota = 100_000
+    paced = ClientQuotaManager("produce")
+    paced.set_entity_quota("greedy", quota)
+    assert worst_span(greedy_client(paced, 16_384, 120), quota, 30, 0) < 0.05
+    # Kafka's throttle alone lets ten seconds of quota through at once, once every window.
+    kafka = ClientQuotaManager("produce", pace_burst_seconds=None)
+    kafka.set_entity_quota("greedy", quota)
+    assert worst_span(greedy_client(kafka, 16_384, 120), quota, 30, 11) > 0.05
+
+
+def test_pacing_follows_a_quota_change() -> None:
+    q = ClientQuotaManager("produce")
+    q.set_entity_quota("c", 1000)
+    assert q.record("c", 1000, 0) == 0  # the whole 1 s bucket
+    q.set_entity_quota("c", 10_000)
+    # 0.5 s later the bucket holds the 500 B earned at the old rate; the other 4500 B are
+    # paid back at the new 10,000 B/s.
+    assert q.record("c", 5000, 500) == 450
+    q.set_entity_quota("c", None)
+    assert q.record("c", 10**9, 500) == 0  # unlimited: never paced
 
 
 def test_precedence_own_entity_default_entity_static_override_static_default() -> None:
@@ -41,7 +105,7 @@ def test_unlimited_clients_are_measured_not_throttled() -> None:
 
 
 def test_clients_without_an_id_share_one_entity_and_others_are_isolated() -> None:
-    q = ClientQuotaManager("produce", static_default=100)
+    q = ClientQuotaManager("produce", static_default=100, pace_burst_seconds=None)
     # 2000 B over a padded 10 s window is 200 B/s, twice the quota: held 10 s.
     assert q.record("", 2000, 0) == 10_000
     assert q.record("", 0, 0) == 10_000  # the same client, still over
@@ -49,7 +113,7 @@ def test_clients_without_an_id_share_one_entity_and_others_are_isolated() -> Non
 
 
 def test_fetch_delay_is_owed_before_reading() -> None:
-    q = ClientQuotaManager("fetch")
+    q = ClientQuotaManager("fetch", pace_burst_seconds=None)
     q.set_entity_quota("<default>", 100)
     assert q.throttle_before("c", 0) == 0
     q.record_only("c", 2000, 0)  # 200 B/s over a padded 10 s window
