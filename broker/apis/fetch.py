@@ -49,7 +49,8 @@ def decode(buf: memoryview, version: int) -> dict[str, Any]:
     return decode_fetch_request(buf, version)
 
 
-def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[str, Any]], int, int, bool]:
+def _read_all(ctx: RequestContext, request: dict[str, Any],
+              first_pass: bool) -> tuple[list[dict[str, Any]], int, int, bool]:
     broker = ctx.broker
     rm = broker.replicas
     version = ctx.api_version
@@ -81,7 +82,12 @@ def _read_all(ctx: RequestContext, request: dict[str, Any]) -> tuple[list[dict[s
                 continue
             throttled = limited = False
             if not consumer:
-                rm.record_follower_fetch(part, replica_id, fp["fetch_offset"])
+                # Only when the request arrives, as Kafka does (fetchMessages, not the delayed
+                # fetch's re-reads): a long poll re-read after the controller dropped this
+                # follower (controlled shutdown) would put a replica that is going away back
+                # into the ISR and pin the high watermark to its log end until it lags out.
+                if first_pass:
+                    rm.record_follower_fetch(part, replica_id, fp["fetch_offset"])
                 throttled = leader_quota.is_throttled(name, idx)
                 limited = throttled and replica_id not in part.isr
                 if limited:
@@ -131,8 +137,10 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
             await asyncio.sleep(throttle_ms / 1000)
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
     min_bytes = request["min_bytes"]
+    first_pass = True
     while True:
-        responses, total, throttled_bytes, held_back = _read_all(ctx, request)
+        responses, total, throttled_bytes, held_back = _read_all(ctx, request, first_pass)
+        first_pass = False
         remaining = deadline - time.monotonic()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if total >= min_bytes or remaining <= 0 or errors:

@@ -169,6 +169,27 @@ async def test_controlled_shutdown_moves_leadership_first(cluster: Cluster) -> N
         assert victim not in st["isr"]
 
 
+async def test_a_follower_in_controlled_shutdown_does_not_rejoin_the_isr(cluster: Cluster) -> None:
+    # The controller drops the departing follower from every ISR; its long-poll fetches still
+    # in flight at the leaders must not put it back (they did: the re-reads of a waiting fetch
+    # counted as new fetches, and the high watermark then stayed at the dead replica's log end
+    # until it lagged out).
+    cluster.create_topic("cs-isr", 12, 3)
+    for p in range(12):
+        await cluster.wait_isr("cs-isr", p, {0, 1, 2})
+    victim = 2
+    assert cluster.by_id(victim).stop() == 0
+    stop = time.monotonic() + 2.5  # FAST lag time is 3 s: past that a wrong member lags out
+    while time.monotonic() < stop:
+        for p in range(12):
+            st = await cluster.state("cs-isr", p)
+            assert victim not in st["isr"], (p, st)
+        await asyncio.sleep(0.1)
+    for b in cluster.brokers:
+        if b.broker_id != victim:
+            assert "isr.expanded" not in b.log_path.read_text()
+
+
 async def test_controller_kill_elects_a_new_controller_that_takes_over(cluster: Cluster) -> None:
     old = await cluster.controller()
     epoch = int((await cluster.zk.get("/controller_epoch"))[0])
