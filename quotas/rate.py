@@ -87,13 +87,6 @@ class WindowedSum:
         n = self.count(now_ms)
         return self.total(now_ms) / n if n else 0.0
 
-    def recent(self, now_ms: float, span_ms: float) -> tuple[float, float]:
-        """(sum, covered ms) of the samples that started within the last span_ms."""
-        live = [s for s in self._samples if now_ms - s.start_ms < span_ms]
-        if not live:
-            return 0.0, 0.0
-        return sum(s.value for s in live), now_ms - min(s.start_ms for s in live)
-
 
 class SimpleRate:
     """Replication quotas' rate (KIP-73): window = max(now - oldest start, one window)."""

@@ -28,11 +28,11 @@ MAX_BURST_SECONDS = 0.5
 # of a few hundred bytes, whose overhead (not the quota) then sets the rate: 0.8 T was measured.
 MIN_GRANT_SECONDS = 0.005
 MIN_GRANT_BYTES = 16 * 1024
-# How many recent samples bound a burst after the quota is raised.
-SHORT_HORIZON_SAMPLES = 3
-# Fetch round trips leave gaps the short bound cannot refill; 5% over it recovers them, and the
-# whole-window bound still holds the mean to the quota.
-SHORT_SLACK = 1.05
+# The short bound: a token bucket refilled at the quota and holding at most this many seconds
+# of it. It keeps a raised quota from releasing the window's unused headroom at once, and
+# spreads the grants evenly: a bound over the last few samples let a whole span's worth go as
+# soon as a burst aged out, and the rate after a raise swung between 0.3 and 2.3 T.
+SHORT_BURST_SECONDS = 1.0
 
 
 class _AllPartitions(frozenset):  # type: ignore[type-arg]
@@ -55,9 +55,30 @@ class ReplicationQuotaManager:
         self.quota: float | None = None
         self.throttled: dict[str, frozenset[int]] = {}
         self.reserved = 0.0
+        self._credit: float | None = None  # the short bound's bucket; None until a quota is set
+        self._credit_ms = 0.0
+
+    def _refill(self, now_ms: float) -> float:
+        if self.quota is None:
+            self._credit = None
+            return float("inf")
+        cap = self.quota * SHORT_BURST_SECONDS
+        if self._credit is None:
+            self._credit = cap
+        else:
+            self._credit = min(cap, self._credit + self.quota * max(0.0, now_ms - self._credit_ms) / 1000)
+        self._credit_ms = now_ms
+        return self._credit
 
     def update_quota(self, bytes_per_second: float | None) -> None:
+        # Credit earned so far was earned at the old rate; the new one applies from now.
+        if self.quota is not None:
+            self._refill(self.clock())
         self.quota = bytes_per_second
+        if bytes_per_second is None:
+            self._credit = None
+        elif self._credit is not None:
+            self._credit = min(self._credit, bytes_per_second * SHORT_BURST_SECONDS)
 
     def mark_throttled(self, topic: str, partitions: frozenset[int] | set[int] | None) -> None:
         if partitions is None or (not partitions and partitions is not ALL_PARTITIONS):
@@ -78,14 +99,18 @@ class ReplicationQuotaManager:
         return exceeds(self.rate.measure(self.clock()), self.quota)
 
     def record(self, nbytes: int) -> None:
-        self.rate.record(nbytes, self.clock())
+        now = self.clock()
+        self.rate.record(nbytes, now)
+        if self.quota is not None:
+            self._refill(now)
+            assert self._credit is not None
+            self._credit -= nbytes
 
     def allowance(self) -> float:
         """Bytes that can be added now without the measured rate going over the quota.
 
-        Three bounds: the quota over the whole window (Kafka's rate), the quota over the last
-        sample or two (so that raising the quota does not release the window's unused headroom
-        in one burst), and MAX_BURST_SECONDS of the quota for any one fetch.
+        Three bounds: the quota over the whole window (Kafka's rate), the short bound's bucket
+        (SHORT_BURST_SECONDS), and MAX_BURST_SECONDS of the quota for any one fetch.
         """
         if self.quota is None:
             return float("inf")
@@ -93,8 +118,7 @@ class ReplicationQuotaManager:
         stat = self.rate.stat
         window_s = self.rate.window_ms(now) / 1000
         headroom = self.quota * window_s - stat.total(now)
-        recent, span_ms = stat.recent(now, SHORT_HORIZON_SAMPLES * stat.window_ms)
-        short = self.quota * SHORT_SLACK * max(span_ms, stat.window_ms) / 1000 - recent
+        short = self._refill(now)
         return max(0.0, min(headroom, short, self.quota * MAX_BURST_SECONDS) - self.reserved)
 
     def min_grant(self) -> float:
