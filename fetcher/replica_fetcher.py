@@ -141,7 +141,11 @@ class ReplicaFetcher:
         if reserved and self.throttle is not None:
             self.throttle.reserve(reserved)
         s = self.settings
-        return {"replica_id": s.replica_id, "max_wait_ms": s.max_wait_ms, "min_bytes": s.min_bytes,
+        # Throttled partitions left out for want of budget get it back within THROTTLE_POLL_S;
+        # a request of only in-sync, idle partitions must not park them for a whole
+        # replica.fetch.wait.max.ms (it did, at the tail of every throttled catch-up).
+        max_wait = min(s.max_wait_ms, int(THROTTLE_POLL_S * 1000)) if self._throttled_out else s.max_wait_ms
+        return {"replica_id": s.replica_id, "max_wait_ms": max_wait, "min_bytes": s.min_bytes,
                 "max_bytes": s.response_max_bytes, "topics": topics, "_reserved": reserved}
 
     async def _connection(self) -> KafkaConnection:

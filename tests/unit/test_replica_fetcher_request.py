@@ -1,10 +1,10 @@
-"""The follower's Fetch request under a KIP-73 throttle: who is asked and for how much."""
+"""The follower's Fetch request under a KIP-73 throttle: who is asked, for how much, how long to wait."""
 
 from __future__ import annotations
 
 import random
 
-from fetcher.replica_fetcher import MIN_THROTTLED_FETCH, FetcherSettings, ReplicaFetcher
+from fetcher.replica_fetcher import MIN_THROTTLED_FETCH, THROTTLE_POLL_S, FetcherSettings, ReplicaFetcher
 
 
 class Sink:
@@ -51,6 +51,15 @@ def test_with_budget_every_partition_is_asked_and_the_request_long_polls() -> No
     assert req["max_wait_ms"] == 500
 
 
+def test_left_out_throttled_partitions_do_not_wait_a_whole_long_poll() -> None:
+    # ("t", 2) is in sync, so the request still goes out; the throttled two are left out
+    # (quota exceeded) and must be asked again within THROTTLE_POLL_S, not after 500 ms.
+    f = fetcher(Throttle(0, {("t", 0), ("t", 1)}, exceeded=True))
+    req = f.build_request(now=1.0)
+    assert set(asked(req)) == {("t", 2)}
+    assert req["max_wait_ms"] == int(THROTTLE_POLL_S * 1000)
+
+
 def test_budget_is_shared_out_and_crumbs_are_not_asked_for() -> None:
     throttle = Throttle(MIN_THROTTLED_FETCH + 100, {("t", 0), ("t", 1)})
     req = fetcher(throttle).build_request(now=1.0)
@@ -58,3 +67,4 @@ def test_budget_is_shared_out_and_crumbs_are_not_asked_for() -> None:
     throttled = {tp: n for tp, n in sizes.items() if tp in throttle.lagging}
     assert len(throttled) == 1 and sum(throttled.values()) == MIN_THROTTLED_FETCH + 100  # the rest is a crumb
     assert throttle.reserved == MIN_THROTTLED_FETCH + 100
+    assert req["max_wait_ms"] == int(THROTTLE_POLL_S * 1000)
