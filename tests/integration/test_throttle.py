@@ -114,6 +114,16 @@ async def sample_catch_up(cluster: Cluster, topic: str, target: int, timeout: fl
     raise AssertionError(f"catch-up incomplete: {samples[-1][1]} of {target} bytes")
 
 
+def rate_profile(samples: list[tuple[float, int]], step: float = 2.0) -> str:
+    """MB/s over successive `step`-second spans, to show where a mean fell short."""
+    out, (t0, b0) = [], samples[0]
+    for t, b in samples[1:]:
+        if t - t0 >= step:
+            out.append(f"{(b - b0) / (t - t0) / MB:.2f}")
+            t0, b0 = t, b
+    return " ".join(out)
+
+
 def mean_rate(samples: list[tuple[float, int]]) -> float:
     start = next(i for i, (_, b) in enumerate(samples) if b > samples[0][1])
     t0, b0 = samples[start - 1]
@@ -142,7 +152,8 @@ async def test_bootstrapping_broker_catches_up_at_the_throttled_rate(cluster: Cl
     samples = await sample_catch_up(cluster, "boot", target, timeout=120)
     scraper.cancel()
     measured = mean_rate(samples)
-    assert 0.9 * rate <= measured <= 1.05 * rate, f"{measured / MB:.2f} MB/s against {rate / MB} MB/s"
+    assert 0.9 * rate <= measured <= 1.05 * rate, \
+        f"{measured / MB:.2f} MB/s against {rate / MB} MB/s; every 2 s: {rate_profile(samples)}"
     # The broker's own gauge (Kafka's windowed rate, so it lags and smooths) tells the same story.
     steady = metric_samples[2:-1]
     assert steady, metric_samples
