@@ -11,7 +11,9 @@ Departure from Kafka 0.10.1, for accuracy: besides the on/off check, `allowance(
 many more bytes fit under the bound right now (bound × window − recorded − reserved). The
 leader caps a response's throttled bytes to it and the follower caps what it asks for, so a
 10 MB fetch response cannot overshoot a 1 MB/s quota by ten seconds' worth. Reservations
-cover bytes asked for but not yet received, so concurrent fetchers share one budget.
+cover bytes asked for but not yet received, so concurrent fetchers share one budget. Besides
+the window, a token bucket of SHORT_BURST_SECONDS of the quota spreads the grants evenly,
+also after the quota is raised.
 """
 
 from __future__ import annotations
