@@ -3,8 +3,9 @@
 Each client id has a sensor: a `Rate` of bytes (young windows padded to samples - 1, so
 Kafka's formula does not throttle a new client's first request; pacing, below, holds one
 larger than a second of quota) and the average throttle time handed out. A client whose
-measured rate is above its quota T is held for `round((O - T) / T * W)` ms, O the rate and W the Rate's window at that moment — the time
-it takes for the window's average to come back down to T if the client sends nothing.
+measured rate is above its quota T is held for `round((O - T) / T * W)` ms, O the rate
+and W the Rate's window at that moment — the time it takes for the window's average to
+come back down to T if the client sends nothing.
 
 Where the quota comes from, highest first: the client's own `/config/clients/<id>`, then
 `/config/clients/<default>`, then the static `quota.<type>.override` list, then
