@@ -296,9 +296,6 @@ def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
     return out
 
 
-_CRC_MAGIC = struct.Struct(">IB")
-
-
 def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
     """(bytes of complete entries, last offset) of a fetched slice, checking each shallow CRC.
 
