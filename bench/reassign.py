@@ -52,7 +52,7 @@ from broker.logs import configure as configure_logging
 from broker.reassign_plan import move_time
 from broker.zk import NoNodeError, ZkClient
 from protocol.records.message_set import decode_records
-from tests.cluster import partition_bytes
+from tests.cluster import partition_bytes, wait_for
 from tests.integration.test_throttle import create_assigned_on, produce_bytes
 
 MB = 1_000_000
@@ -197,19 +197,6 @@ async def partition_state(zk: ZkClient, p: int) -> dict:
     return json.loads(data)
 
 
-async def wait_until(what: str, check, timeout: float, interval: float = 0.25):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            got = await check()
-        except NoNodeError:
-            got = None
-        if got:
-            return got
-        await asyncio.sleep(interval)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
 async def pending_partitions(zk: ZkClient) -> int:
     try:
         data, _ = await zk.get(REASSIGN)
@@ -233,8 +220,7 @@ async def run(s: Scenario, backlog: int, tmp: Path, overrides: dict[str, str]) -
         try:
             await create_assigned_on(brokers[0].bootstrap, TOPIC, {p: list(s.source) for p in range(PARTITIONS)})
             for p in range(PARTITIONS):
-                await wait_until(f"ISR {s.source} of {TOPIC}-{p}",
-                                 lambda p=p: _isr_is(zk, p, set(s.source)), 30)
+                await wait_for(f"ISR {s.source} of {TOPIC}-{p}", lambda p=p: _isr_is(zk, p, set(s.source)), 30, 0.25)
             progress(f"[{s.name}] producing a {backlog / MB:,.0f} MB backlog onto {s.source}")
             await asyncio.to_thread(produce_bytes, bootstrap, TOPIC, PARTITIONS, backlog)
             leader = (await partition_state(zk, 0))["leader"]
@@ -245,7 +231,7 @@ async def run(s: Scenario, backlog: int, tmp: Path, overrides: dict[str, str]) -
                 async def replicated() -> bool:
                     return all(len({partition_bytes(brokers[b], TOPIC, p) for b in s.source}) == 1
                                for p in range(PARTITIONS))
-                await wait_until("identical source replicas", replicated, 60, 0.5)
+                await wait_for("identical source replicas", replicated, 60, 0.5)
             before = {p: partition_bytes(brokers[leader], TOPIC, p) for p in range(PARTITIONS)}
             backlog_bytes = sum(map(len, before.values()))
 
@@ -387,8 +373,8 @@ async def _sources_removed(brokers, s: Scenario) -> bool:  # noqa: ANN001
     async def check() -> bool:
         return not any((brokers[b].log_dir / f"{TOPIC}-{p}").exists() for b in gone for p in range(PARTITIONS))
     try:
-        return await wait_until("the old replicas to be deleted", check, 15, 0.5)
-    except TimeoutError:
+        return await wait_for("the old replicas to be deleted", check, 15, 0.5)
+    except AssertionError:  # timed out
         return False
 
 
@@ -398,9 +384,9 @@ async def check_identical(brokers, s: Scenario, before: dict[int, bytes],  # noq
         async def same() -> bool:
             return all(partition_bytes(brokers[d], TOPIC, p) == before[p] for d in s.new for p in range(PARTITIONS))
         try:
-            await wait_until("identical replicas", same, 15, 0.5)
+            await wait_for("identical replicas", same, 15, 0.5)
             return True, f"{len(s.new) * PARTITIONS} moved replicas byte-identical to the source's logs"
-        except TimeoutError:
+        except AssertionError:  # timed out
             bad = [(d, p) for d in s.new for p in range(PARTITIONS)
                    if partition_bytes(brokers[d], TOPIC, p) != before[p]]
             return False, f"differ: {bad[:10]}"

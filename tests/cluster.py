@@ -25,6 +25,21 @@ FAST = {
 }
 
 
+async def wait_for(what: str, check, timeout: float = 30.0, interval: float = 0.1):  # noqa: ANN001, ANN201
+    """Polls the async `check` until it returns something truthy (a missing znode counts as not yet)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = await check()
+        except NoNodeError:
+            last = None
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
 class Cluster:
     def __init__(self, brokers: list[BrokerProcess], zk: ZkClient) -> None:
         self.brokers = brokers
@@ -55,17 +70,7 @@ class Cluster:
         return int(json.loads(data)["brokerid"])
 
     async def wait_for(self, what: str, check, timeout: float = 30.0, interval: float = 0.1):  # noqa: ANN001, ANN201
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                last = await check()
-            except NoNodeError:
-                last = None
-            if last:
-                return last
-            await asyncio.sleep(interval)
-        raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+        return await wait_for(what, check, timeout, interval)
 
     async def wait_isr(self, topic: str, partition: int, isr: set[int], timeout: float = 30.0) -> dict:
         async def check() -> dict | None:
