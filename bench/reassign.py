@@ -43,7 +43,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import OUT, ROOT, cluster, machine, progress, write_json
@@ -53,7 +53,7 @@ from broker.reassign_plan import move_time
 from broker.zk import NoNodeError, ZkClient
 from protocol.records.message_set import decode_records
 from tests.cluster import partition_bytes, wait_for
-from tests.integration.test_throttle import create_assigned_on, produce_bytes
+from tests.integration.test_throttle import SteadyProducer, create_assigned_on, produce_bytes
 
 MB = 1_000_000
 PARTITIONS = 20
@@ -149,49 +149,6 @@ def crossing(samples: list[Sample], t0: float, lag0: float, fraction: float) -> 
     return None
 
 
-@dataclass
-class SteadyProducer:
-    """IN bytes/s of 1000-byte values into the topic's partitions, acks=all (as in tests/integration/test_reassign.py)."""
-
-    bootstrap: str
-    rate: int
-    stop: threading.Event = field(default_factory=threading.Event)
-    acked: list[tuple[int, int]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    started: float = 0.0
-    stopped: float = 0.0  # when it stopped sending
-    flush_seconds: float = 0.0  # waiting for the last acknowledgements after that
-    sent: int = 0
-
-    def run(self) -> None:
-        from confluent_kafka import Producer
-
-        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 5,
-                      "enable.idempotence": False, "message.send.max.retries": 100})
-        value = b"i" * 1000
-
-        def ack(err, msg) -> None:  # noqa: ANN001
-            if err is None:
-                self.acked.append((msg.partition(), msg.offset()))
-            else:
-                self.errors.append(str(err))
-
-        self.started = time.monotonic()
-        while not self.stop.is_set():
-            for i in range(50):
-                p.produce(TOPIC, value, partition=(self.sent + i) % PARTITIONS, on_delivery=ack)
-            self.sent += 50
-            p.poll(0)
-            ahead = self.sent * 1000 / self.rate - (time.monotonic() - self.started)
-            if ahead > 0:
-                time.sleep(ahead)
-        self.stopped = time.monotonic()
-        left = p.flush(60)
-        self.flush_seconds = time.monotonic() - self.stopped
-        if left:
-            self.errors.append(f"{left} messages unflushed")
-
-
 async def partition_state(zk: ZkClient, p: int) -> dict:
     data, _ = await zk.get(f"/brokers/topics/{TOPIC}/partitions/{p}/state")
     return json.loads(data)
@@ -236,7 +193,7 @@ async def run(s: Scenario, backlog: int, tmp: Path, overrides: dict[str, str]) -
             backlog_bytes = sum(map(len, before.values()))
 
             if s.traffic:
-                producer = SteadyProducer(bootstrap, INBOUND)
+                producer = SteadyProducer(bootstrap, TOPIC, PARTITIONS, INBOUND, acks="all")
                 thread = threading.Thread(target=producer.run, name="steady-producer", daemon=True)
                 thread.start()
                 await asyncio.sleep(2)  # a steady inbound rate before the move starts
@@ -359,7 +316,8 @@ async def run(s: Scenario, backlog: int, tmp: Path, overrides: dict[str, str]) -
     }
     if producer is not None:
         res["producer"] = {"sent": producer.sent, "acked": len(producer.acked),
-                           "flush_seconds": round(producer.flush_seconds, 2), "errors": producer.errors[:5]}
+                           "flush_seconds": round(producer.flush_seconds, 2), "unflushed": producer.unflushed,
+                           "errors": producer.errors[:5]}
     return res
 
 

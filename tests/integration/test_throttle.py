@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -50,27 +53,60 @@ def produce_bytes(bootstrap: str, topic: str, partitions: int, total: int, size:
     assert p.flush(120) == 0
 
 
+@dataclass
+class SteadyProducer:
+    """1000-byte messages round-robin over the partitions at `rate` bytes/s until `stop` is set.
+
+    Records the acknowledged (partition, offset) pairs, delivery errors, and when it started
+    and stopped sending; `unflushed` is what was still unacknowledged after a 60 s flush.
+    """
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    rate: float
+    acks: str = "1"
+    stop: Any = field(default_factory=threading.Event)  # anything with is_set()
+    acked: list[tuple[int, int]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    sent: int = 0
+    started: float = 0.0
+    stopped: float = 0.0
+    flush_seconds: float = 0.0
+    unflushed: int = 0
+
+    def run(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": self.acks, "linger.ms": 5,
+                      "enable.idempotence": False, "message.send.max.retries": 100})
+        value = b"i" * 1000
+
+        def ack(err, msg) -> None:  # noqa: ANN001
+            if err is None:
+                self.acked.append((msg.partition(), msg.offset()))
+            else:
+                self.errors.append(str(err))
+
+        self.started = time.monotonic()
+        while not self.stop.is_set():
+            for i in range(50):
+                p.produce(self.topic, value, partition=(self.sent + i) % self.partitions, on_delivery=ack)
+            self.sent += 50
+            p.poll(0)
+            ahead = self.sent * 1000 / self.rate - (time.monotonic() - self.started)
+            if ahead > 0:
+                time.sleep(ahead)
+        self.stopped = time.monotonic()
+        self.unflushed = p.flush(60)
+        self.flush_seconds = time.monotonic() - self.stopped
+
+
 def steady_producer(bootstrap: str, topic: str, partitions: int, rate: float, stop: asyncio.Event,
                     acked: list[tuple[int, int]] | None = None, acks: str = "1") -> None:
-    """Produces 1000-byte messages round-robin at `rate` bytes/s until `stop`; records acked offsets."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "enable.idempotence": False,
-                  "message.send.max.retries": 100})
-    value = b"i" * 1000
-    sent, start = 0, time.monotonic()
-
-    def ack(err, msg) -> None:  # noqa: ANN001
-        if err is None and acked is not None:
-            acked.append((msg.partition(), msg.offset()))
-
-    while not stop.is_set():
-        for i in range(50):
-            p.produce(topic, value, partition=(sent + i) % partitions, on_delivery=ack)
-        sent += 50
-        p.poll(0)
-        ahead = sent * 1000 / rate - (time.monotonic() - start)
-        if ahead > 0:
-            time.sleep(ahead)
-    assert p.flush(60) == 0
+    """SteadyProducer until `stop`; acknowledged offsets go to `acked`, and all must be flushed."""
+    producer = SteadyProducer(bootstrap, topic, partitions, rate, acks, stop,
+                              acked if acked is not None else [])
+    producer.run()
+    assert producer.unflushed == 0
 
 
 def log_bytes(cluster: Cluster, broker_id: int, topic: str) -> int:
