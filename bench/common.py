@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from broker.zk_server import ZooKeeperServer
+from broker.zk.server import ZooKeeperServer
 from tests.brokers import ROOT, BrokerProcess, free_port
 
 OUT = ROOT / "bench" / "out"

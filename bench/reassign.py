@@ -19,7 +19,7 @@ the plot are taken from those samples) and reports, per scenario:
   rate between 10% and 90% of it, both against the expected rate: T, T - IN with traffic
   (the backlog's catch-up rate; IN as measured on disk), and T in total for one_to_two,
   where broker 0's leader throttle covers what it sends to both destinations;
-- KIP-73's MoveTime (`broker.reassign_plan.move_time`) from the per-destination bytes and
+- KIP-73's MoveTime (`broker.controller.reassign_plan.move_time`) from the per-destination bytes and
   inbound rates, and the actual duration over it; a second estimate that also counts the
   leader side (for one_to_two broker 0 sends every byte twice);
 - whether the moved replicas hold byte-identical logs to what the source held before the
@@ -48,9 +48,9 @@ from pathlib import Path
 
 from bench.common import OUT, ROOT, cluster, machine, progress, write_json
 from bench.replication import log_bytes
+from broker.controller.reassign_plan import move_time
 from broker.logs import configure as configure_logging
-from broker.reassign_plan import move_time
-from broker.zk import NoNodeError, ZkClient
+from broker.zk.client import NoNodeError, ZkClient
 from protocol.records.message_set import decode_records
 from tests.cluster import partition_bytes, wait_for
 from tests.integration.test_throttle import SteadyProducer, create_assigned_on, produce_bytes

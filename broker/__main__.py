@@ -1,3 +1,3 @@
-from broker.cli import main
+from broker.tools.cli import main
 
 raise SystemExit(main())

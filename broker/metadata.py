@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from broker import zk_layout as L
+from broker.zk import layout as L
 
 log = structlog.get_logger()
 

@@ -9,29 +9,29 @@ from typing import Any
 
 import structlog
 
-from broker import zk_layout as L
-from broker.admin import Admin
 from broker.apis import ALL_APIS
+from broker.apis.admin import Admin
 from broker.config import BrokerConfig
-from broker.config_entities import (
+from broker.controller.controller import Controller
+from broker.dispatch import Dispatcher
+from broker.metadata import MetadataCache
+from broker.metrics import Registry, bounded, serve_metrics
+from broker.network import Listener
+from broker.replication.fetcher_manager import FetcherManager
+from broker.replication.leftover_throttles import LeftoverThrottleWatch
+from broker.replication.replica_manager import ReplicaManager
+from broker.replication.throttles import ReplicationThrottles
+from broker.signal import Signal
+from broker.zk import layout as L
+from broker.zk.client import NodeExistsError, NoNodeError, ZkClient
+from broker.zk.config_entities import (
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
     DEFAULT_ENTITY,
     PRODUCER_BYTE_RATE,
     desanitize,
 )
-from broker.controller import Controller
-from broker.dispatch import Dispatcher
-from broker.dynamic_config import DynamicConfigManager
-from broker.fetcher_manager import FetcherManager
-from broker.leftover_throttles import LeftoverThrottleWatch
-from broker.metadata import MetadataCache
-from broker.metrics import Registry, bounded, serve_metrics
-from broker.network import Listener
-from broker.replica_manager import ReplicaManager
-from broker.signal import Signal
-from broker.throttles import ReplicationThrottles
-from broker.zk import NodeExistsError, NoNodeError, ZkClient
+from broker.zk.dynamic_config import DynamicConfigManager
 from fetcher.connection import KafkaConnection
 from protocol.errors import ErrorCode
 from quotas.client import ClientQuotaManager

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.zk import NoNodeError, ZkClient
+from broker.zk.client import NoNodeError, ZkClient
 from tests.brokers import ROOT, BrokerProcess, free_port
 
 # Short timings keep the ISR scenarios quick; the semantics are Kafka's, only the constants shrink.

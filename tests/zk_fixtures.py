@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.zk import ZkClient
-from broker.zk_server import ZooKeeperServer
+from broker.zk.client import ZkClient
+from broker.zk.server import ZooKeeperServer
 
 __all__ = ["TcpProxy", "zk_connect", "zk_server", "zk_server_session"]
 

@@ -3,7 +3,7 @@
 Per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS when the count does not grow,
 INVALID_REPLICA_ASSIGNMENT for a wrong number of assignments, INVALID_REQUEST when named
 twice. validate_only writes nothing and is not counted. KIP-599: a valid growth takes the
-number of new partitions from the client's mutation quota (broker.mutation_quota; strict
+number of new partitions from the client's mutation quota (broker.apis.mutation_quota; strict
 from v3, permissive before).
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from broker.admin import AdminError
+from broker.apis.admin import AdminError
+from broker.apis.mutation_quota import MutationQuota
 from broker.dispatch import RequestContext
-from broker.mutation_quota import MutationQuota
 from protocol.errors import ErrorCode
 
 API_KEY = 37

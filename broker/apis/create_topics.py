@@ -5,7 +5,7 @@ TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CO
 INVALID_REQUEST for a name given twice); the others still go through. num_partitions or
 replication_factor -1 (v4+) take the broker defaults. validate_only (v1+) writes nothing
 and is not counted. KIP-599: a valid topic then takes its partition count from the client's
-mutation quota (broker.mutation_quota; strict from v6, permissive before).
+mutation quota (broker.apis.mutation_quota; strict from v6, permissive before).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from broker.admin import AdminError, TopicSpec
+from broker.apis.admin import AdminError, TopicSpec
+from broker.apis.mutation_quota import MutationQuota
 from broker.dispatch import RequestContext
-from broker.mutation_quota import MutationQuota
 from protocol.errors import ErrorCode
 
 API_KEY = 19

@@ -2,7 +2,7 @@
 
 Per topic: UNKNOWN_TOPIC_OR_PARTITION when absent, INVALID_REQUEST when named twice.
 KIP-599: a topic to delete takes its partition count from the client's mutation quota
-(broker.mutation_quota; strict from v5, permissive before).
+(broker.apis.mutation_quota; strict from v5, permissive before).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from broker.admin import AdminError
+from broker.apis.admin import AdminError
+from broker.apis.mutation_quota import MutationQuota
 from broker.dispatch import RequestContext
-from broker.mutation_quota import MutationQuota
 from protocol.errors import ErrorCode
 
 API_KEY = 20

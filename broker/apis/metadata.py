@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.admin import AdminError, TopicSpec
+from broker.apis.admin import AdminError, TopicSpec
 from broker.dispatch import RequestContext
 from broker.metadata import topic_name_error
 from protocol.errors import ErrorCode

@@ -287,7 +287,7 @@ async def test_two_hundred_throttled_producers_keep_memory_bounded(quota_broker:
 
 
 async def test_bad_quota_values_are_refused_and_odd_client_ids_are_safe(quota_broker: BrokerProcess) -> None:
-    from broker.zk import ZkClient
+    from broker.zk.client import ZkClient
 
     b = quota_broker
     assert await asyncio.to_thread(_topics, b, "odd") == 0

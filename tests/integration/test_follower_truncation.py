@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from broker.zk import ZkClient
+from broker.zk.client import ZkClient
 from fetcher.connection import KafkaConnection
 from protocol.records.message_set import scan_entries
 from tests.cluster import FAST, partition_bytes

@@ -1,4 +1,4 @@
-"""broker.zk against a real ZooKeeper, including real server restarts, kills and session expiry."""
+"""broker.zk.client against a real ZooKeeper, including real server restarts, kills and session expiry."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Callable
 import aiozk
 import pytest
 
-from broker.zk import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, ZkClient
-from broker.zk_server import ZooKeeperServer
+from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, ZkClient
+from broker.zk.server import ZooKeeperServer
 from tests.zk_fixtures import TcpProxy, zk_connect
 
 pytestmark = pytest.mark.integration
@@ -285,7 +285,7 @@ async def test_session_closed_behind_our_back_is_a_new_session(zk_server: ZooKee
 
 
 async def test_unreachable_server_raises_zk_unavailable(tmp_path) -> None:  # noqa: ANN001
-    from broker.zk import ZkUnavailable
+    from broker.zk.client import ZkUnavailable
 
     server = ZooKeeperServer(tmp_path / "zk")  # never started: its port refuses connections
     client = ZkClient(server.connect_string, 4000)

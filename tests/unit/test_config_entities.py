@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config_entities import (
+from broker.zk.config_entities import (
     ALL,
     InvalidConfig,
     split_config_list,

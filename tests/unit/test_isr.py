@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.isr import IsrTracker
+from broker.replication.isr import IsrTracker
 
 LAG = 10_000
 

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from broker.leftover_throttles import LeftoverThrottleWatch
-from broker.reassign_plan import (
+from broker.controller.reassign_plan import (
     PlanError,
     format_reassignment,
     merge_list,
@@ -18,6 +17,7 @@ from broker.reassign_plan import (
     throttle_lists,
     validate,
 )
+from broker.replication.leftover_throttles import LeftoverThrottleWatch
 
 
 def doc(*items: tuple[str, int, list[int]]) -> str:
@@ -88,7 +88,7 @@ def test_leftover_watch_warns_after_grace_and_repeats_per_period() -> None:
 
 
 def test_watch_report_warns_when_the_throttle_cannot_beat_the_inbound_rate() -> None:
-    from broker.reassign_tool import Snapshot, progress_line
+    from broker.tools.reassign_tool import Snapshot, progress_line
 
     first = Snapshot(0.0, remaining={1: 40e6}, copied=0, inbound={1: 1e6}, throttle={1: 5e6},
                      sending={0: 40e6}, leader_inbound={0: 1e6})

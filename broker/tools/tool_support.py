@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from broker.zk import ZkClient
+from broker.zk.client import ZkClient
 
 
 class ToolError(Exception):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from broker.config_entities import (
+from broker.tools.config_writer import alter_entity, read_entity
+from broker.tools.tool_support import ToolError, connect_zk, fail
+from broker.zk.config_entities import (
     CLIENTS,
     DEFAULT_ENTITY,
     ENTITY_TYPES,
@@ -17,8 +19,6 @@ from broker.config_entities import (
     sanitize,
     split_config_list,
 )
-from broker.config_writer import alter_entity, read_entity
-from broker.tool_support import ToolError, connect_zk, fail
 
 _fail = fail
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from broker import zk_layout as L
-from broker.config_entities import InvalidConfig, validate
-from broker.zk import NodeExistsError, NoNodeError, ZkClient
+from broker.zk import layout as L
+from broker.zk.client import NodeExistsError, NoNodeError, ZkClient
+from broker.zk.config_entities import InvalidConfig, validate
 
 
 def entity_path(entity_type: str, znode_name: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from broker.zk_layout import BrokerInfo
+from broker.zk.layout import BrokerInfo
 from fetcher.connection import KafkaConnection
 
 log = structlog.get_logger()

@@ -63,7 +63,7 @@ def up(d: Path, brokers: int, zookeeper: str | None, base_port: int) -> int:
         return 1
     zk_state: dict[str, Any] = {"connect": zookeeper, "pid": None}
     if zookeeper is None:
-        from broker.zk_server import ZooKeeperServer
+        from broker.zk.server import ZooKeeperServer
         # ZooKeeper's usual port when it is free, so Kafka habits (`--zookeeper 127.0.0.1:2181`) work.
         zk = ZooKeeperServer(d / "zookeeper", port=0 if _in_use(2181) else 2181)
         zk_state["pid"] = zk.start_detached()

@@ -1,7 +1,7 @@
 """Partitions hosted on this broker: logs, leader/follower roles, high watermarks, ISR upkeep.
 
 Roles come from the controller's LeaderAndIsr. A leader tracks its followers' fetch
-offsets (broker.isr.IsrTracker), moves the high watermark to the minimum log end over
+offsets (broker.replication.isr.IsrTracker), moves the high watermark to the minimum log end over
 the ISR, shrinks and expands the ISR by lag time and writes each change with a
 conditional set on the partition's state znode, batching the changes into
 `/isr_change_notification` for the controller. A follower truncates to its high
@@ -22,13 +22,13 @@ from pathlib import Path
 
 import structlog
 
-from broker import zk_layout as L
 from broker.config import BrokerConfig
-from broker.isr import IsrTracker
 from broker.log import FileSlice, Log, OffsetOutOfRange
 from broker.metrics import Registry
+from broker.replication.isr import IsrTracker
 from broker.signal import Signal
-from broker.zk import BadVersionError, NoNodeError, ZkClient
+from broker.zk import layout as L
+from broker.zk.client import BadVersionError, NoNodeError, ZkClient
 from protocol.errors import ErrorCode
 from protocol.records.errors import RecordsError
 from protocol.records.message_set import AppendInfo, shallow_validate, validate_and_assign

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import structlog
 
-from broker import zk_layout as L
-from broker.config_entities import TOPIC_KEYS, InvalidConfig, validate
 from broker.metadata import MetadataCache, topic_name_error
 from broker.signal import Signal
-from broker.zk import NodeExistsError, NoNodeError, ZkClient
+from broker.zk import layout as L
+from broker.zk.client import NodeExistsError, NoNodeError, ZkClient
+from broker.zk.config_entities import TOPIC_KEYS, InvalidConfig, validate
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger()

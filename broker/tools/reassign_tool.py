@@ -28,18 +28,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker import zk_layout as L
-from broker.admin import AdminError, assign_replicas
-from broker.config_entities import (
-    DEFAULT_ENTITY,
-    FOLLOWER_RATE,
-    FOLLOWER_REPLICAS,
-    LEADER_RATE,
-    LEADER_REPLICAS,
-)
-from broker.config_entities import InvalidConfig as _InvalidConfig
-from broker.config_writer import alter_entity, read_entity
-from broker.reassign_plan import (
+from broker.apis.admin import AdminError, assign_replicas
+from broker.controller.reassign_plan import (
     Assignment,
     PlanError,
     format_reassignment,
@@ -53,8 +43,18 @@ from broker.reassign_plan import (
     throttle_lists,
     validate,
 )
-from broker.tool_support import ToolError, connect_zk, fail
-from broker.zk import NoNodeError, ZkClient
+from broker.tools.config_writer import alter_entity, read_entity
+from broker.tools.tool_support import ToolError, connect_zk, fail
+from broker.zk import layout as L
+from broker.zk.client import NoNodeError, ZkClient
+from broker.zk.config_entities import (
+    DEFAULT_ENTITY,
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+)
+from broker.zk.config_entities import InvalidConfig as _InvalidConfig
 
 TP = tuple[str, int]
 

@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from broker import zk_layout as L
-from broker.config_entities import KEYS, InvalidConfig, validate
-from broker.zk import NoNodeError, ZkClient
+from broker.zk import layout as L
+from broker.zk.client import NoNodeError, ZkClient
+from broker.zk.config_entities import KEYS, InvalidConfig, validate
 
 log = structlog.get_logger()
 

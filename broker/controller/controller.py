@@ -23,10 +23,10 @@ from typing import Any
 
 import structlog
 
-from broker import zk_layout as L
-from broker.controller_channel import ControllerChannel
-from broker.controller_reassign import Reassigner
-from broker.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from broker.controller.channel import ControllerChannel
+from broker.controller.reassign import Reassigner
+from broker.zk import layout as L
+from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 
 log = structlog.get_logger()
 

@@ -12,8 +12,8 @@ import zlib
 import structlog
 
 from broker.config import BrokerConfig
-from broker.replica_manager import Partition, ReplicaManager
-from broker.zk_layout import BrokerInfo
+from broker.replication.replica_manager import Partition, ReplicaManager
+from broker.zk.layout import BrokerInfo
 from fetcher.replica_fetcher import FetcherSettings, FetchThrottle, ReplicaFetcher
 
 log = structlog.get_logger()

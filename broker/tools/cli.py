@@ -41,7 +41,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from broker import local_cluster
+    from broker.tools import local_cluster
     d = Path(args.dir)
     if args.action == "up":
         return local_cluster.up(d, args.brokers, args.zookeeper, args.base_port)
@@ -51,18 +51,18 @@ def _cluster(args: argparse.Namespace) -> int:
 
 
 def _topics(args: argparse.Namespace) -> int:
-    from broker import topics_tool
+    from broker.tools import topics_tool
     return asyncio.run(topics_tool.run(args))
 
 
 def _configs(args: argparse.Namespace) -> int:
-    from broker import configs_tool
+    from broker.tools import configs_tool
     configure(None, level="warning")  # stdout is the tool's report; events go to stderr
     return asyncio.run(configs_tool.run(args))
 
 
 def _reassign(args: argparse.Namespace) -> int:
-    from broker import reassign_tool
+    from broker.tools import reassign_tool
     configure(None, level="warning")  # stdout is the report (JSON a script may parse)
     return asyncio.run(reassign_tool.run(args))
 
@@ -100,10 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="on THROTTLING_QUOTA_EXCEEDED, wait out the throttle and retry until --timeout")
     topics.set_defaults(func=_topics)
 
-    from broker import configs_tool
+    from broker.tools import configs_tool
     configs_tool.add_parser(sub)
     sub.choices["configs"].set_defaults(func=_configs)
-    from broker import reassign_tool
+    from broker.tools import reassign_tool
     reassign_tool.add_parser(sub)
     sub.choices["reassign"].set_defaults(func=_reassign)
     return parser

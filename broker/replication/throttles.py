@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
-from broker.config_entities import (
+from broker.zk.config_entities import (
     DEFAULT_ENTITY,
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker import zk_layout as L
-from broker.reassign_plan import PlanError, format_reassignment, parse_reassignment
-from broker.zk import BadVersionError, NoNodeError
+from broker.controller.reassign_plan import PlanError, format_reassignment, parse_reassignment
+from broker.zk import layout as L
+from broker.zk.client import BadVersionError, NoNodeError
 
 if TYPE_CHECKING:
-    from broker.controller import Controller
+    from broker.controller.controller import Controller
 
 log = structlog.get_logger()
 TP = tuple[str, int]

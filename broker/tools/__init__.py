@@ -1,0 +1,1 @@
+"""The `minibroker` command (`cli`) and its subcommands: local cluster, topics, configs, reassign."""
