@@ -11,7 +11,6 @@ ProtocolError. The data path (Produce, Fetch) has its own struct codecs in proto
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import IntEnum
 from functools import cache
 from typing import Any
 
@@ -19,22 +18,6 @@ from protocol.declare import F
 from protocol.errors import ProtocolError
 from protocol.messages import MODULES
 from protocol.primitives import Reader, Writer
-
-
-class ApiKey(IntEnum):
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    LEADER_AND_ISR = 4
-    STOP_REPLICA = 5
-    UPDATE_METADATA = 6
-    CONTROLLED_SHUTDOWN = 7
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    CREATE_PARTITIONS = 37
-
 
 _FIXED = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "float64": 8, "bool": 1, "uuid": 16}
 _ZERO: dict[str, Any] = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint16": 0, "float64": 0.0,

@@ -4,9 +4,10 @@ Declared from Kafka's ApiVersionsRequest.json and ApiVersionsResponse.json; fiel
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 18
+API_KEY = ApiKey.API_VERSIONS
 NAME = 'ApiVersions'
 VERSIONS = (0, 3)
 FLEXIBLE_REQUEST_FROM = 3

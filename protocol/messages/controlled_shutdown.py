@@ -4,9 +4,10 @@ Declared from Kafka's ControlledShutdownRequest.json and ControlledShutdownRespo
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 7
+API_KEY = ApiKey.CONTROLLED_SHUTDOWN
 NAME = 'ControlledShutdown'
 VERSIONS = (0, 1)
 FLEXIBLE_REQUEST_FROM = None

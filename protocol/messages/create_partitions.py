@@ -4,9 +4,10 @@ Declared from Kafka's CreatePartitionsRequest.json and CreatePartitionsResponse.
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 37
+API_KEY = ApiKey.CREATE_PARTITIONS
 NAME = 'CreatePartitions'
 VERSIONS = (0, 3)
 FLEXIBLE_REQUEST_FROM = 2

@@ -4,9 +4,10 @@ Declared from Kafka's CreateTopicsRequest.json and CreateTopicsResponse.json; fi
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 19
+API_KEY = ApiKey.CREATE_TOPICS
 NAME = 'CreateTopics'
 VERSIONS = (0, 6)
 FLEXIBLE_REQUEST_FROM = 5

@@ -4,9 +4,10 @@ Declared from Kafka's DeleteTopicsRequest.json and DeleteTopicsResponse.json; fi
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 20
+API_KEY = ApiKey.DELETE_TOPICS
 NAME = 'DeleteTopics'
 VERSIONS = (0, 5)
 FLEXIBLE_REQUEST_FROM = 4

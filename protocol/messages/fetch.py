@@ -4,9 +4,10 @@ Declared from Kafka's FetchRequest.json and FetchResponse.json; fields that only
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 1
+API_KEY = ApiKey.FETCH
 NAME = 'Fetch'
 VERSIONS = (0, 3)
 FLEXIBLE_REQUEST_FROM = None

@@ -4,9 +4,10 @@ Declared from Kafka's LeaderAndIsrRequest.json and LeaderAndIsrResponse.json; fi
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 4
+API_KEY = ApiKey.LEADER_AND_ISR
 NAME = 'LeaderAndIsr'
 VERSIONS = (0, 0)
 FLEXIBLE_REQUEST_FROM = None

@@ -4,9 +4,10 @@ Declared from Kafka's ListOffsetsRequest.json and ListOffsetsResponse.json; fiel
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 2
+API_KEY = ApiKey.LIST_OFFSETS
 NAME = 'ListOffsets'
 VERSIONS = (0, 1)
 FLEXIBLE_REQUEST_FROM = None

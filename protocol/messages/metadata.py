@@ -4,9 +4,10 @@ Declared from Kafka's MetadataRequest.json and MetadataResponse.json; fields tha
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 3
+API_KEY = ApiKey.METADATA
 NAME = 'Metadata'
 VERSIONS = (0, 2)
 FLEXIBLE_REQUEST_FROM = None

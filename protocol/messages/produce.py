@@ -4,9 +4,10 @@ Declared from Kafka's ProduceRequest.json and ProduceResponse.json; fields that 
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 0
+API_KEY = ApiKey.PRODUCE
 NAME = 'Produce'
 VERSIONS = (0, 2)
 FLEXIBLE_REQUEST_FROM = None

@@ -4,9 +4,10 @@ Declared from Kafka's StopReplicaRequest.json and StopReplicaResponse.json; fiel
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 5
+API_KEY = ApiKey.STOP_REPLICA
 NAME = 'StopReplica'
 VERSIONS = (0, 0)
 FLEXIBLE_REQUEST_FROM = None

@@ -4,9 +4,10 @@ Declared from Kafka's UpdateMetadataRequest.json and UpdateMetadataResponse.json
 in later versions are left out. Field names are Kafka's, in snake_case.
 """
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 
-API_KEY = 6
+API_KEY = ApiKey.UPDATE_METADATA
 NAME = 'UpdateMetadata'
 VERSIONS = (0, 2)
 FLEXIBLE_REQUEST_FROM = None

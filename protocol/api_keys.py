@@ -1,0 +1,25 @@
+"""The API keys this project speaks, under Kafka's names (org.apache.kafka.common.protocol.ApiKeys).
+
+The one place an API key number is written down: each protocol/messages module declares
+`API_KEY = ApiKey.X` and is named after its member (ApiKey.LIST_OFFSETS is list_offsets.py),
+and everything else refers to the member, never to the number.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    CREATE_PARTITIONS = 37
