@@ -21,6 +21,7 @@ from confluent_kafka import Producer
 from bench.common import OUT, cluster, machine, progress, write_json
 from bench.produce_consume import socket_pump
 from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
 
 MB = 1_000_000
 PARTITIONS = 8
@@ -29,7 +30,7 @@ PARTITIONS = 8
 async def create_topic(bootstrap: str, topic: str) -> None:
     host, port = bootstrap.split(":")
     async with await KafkaConnection.open(host, int(port)) as c:
-        resp = await c.request(19, 1, {"topics": [{
+        resp = await c.request(ApiKey.CREATE_TOPICS, 1, {"topics": [{
             "name": topic, "num_partitions": -1, "replication_factor": -1,
             "assignments": [{"partition_index": p, "broker_ids": [0, 1]} for p in range(PARTITIONS)],
             "configs": []}], "timeout_ms": 30000})

@@ -33,12 +33,13 @@ from broker.zk.config_entities import (
 )
 from broker.zk.dynamic_config import DynamicConfigManager
 from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from quotas.client import ClientQuotaManager
 from quotas.controller_mutation import ControllerMutationQuotaManager
 
 log = structlog.get_logger()
-CONTROLLED_SHUTDOWN = 7
+CONTROLLED_SHUTDOWN = ApiKey.CONTROLLED_SHUTDOWN
 
 
 class StartupError(RuntimeError):

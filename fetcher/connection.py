@@ -13,14 +13,15 @@ import itertools
 import struct
 from typing import Any
 
+from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.framing import frame
 from protocol.schema import flexible, request_codec, response_codec
 
 _SIZE = struct.Struct(">i")
 _REQ_HEADER = struct.Struct(">hhi")
-API_VERSIONS = 18
-FETCH_KEY = 1
+API_VERSIONS = ApiKey.API_VERSIONS
+FETCH_KEY = ApiKey.FETCH
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:

@@ -22,13 +22,14 @@ from typing import Any, Protocol
 import structlog
 
 from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_response
 from protocol.schema import request_codec
 
 log = structlog.get_logger()
 
-FETCH, LIST_OFFSETS = 1, 2
+FETCH, LIST_OFFSETS = ApiKey.FETCH, ApiKey.LIST_OFFSETS
 TP = tuple[str, int]
 
 

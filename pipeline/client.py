@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_response
 from protocol.records.message_set import Record, build_message_set, decode_records
 from protocol.schema import request_codec
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 FETCH_VERSION = 3  # v3 (KIP-74) always returns the first message whole, so a read never stalls
 EARLIEST, LATEST = -2, -1
 _RETRY_BACKOFF_S = 0.2
@@ -188,7 +188,7 @@ class BrokerSession:
         """
         conn = await self._any_broker()
         try:
-            md = await self._request(conn, METADATA, 1, {"topics": None})
+            md = await self._request(conn, ApiKey.METADATA, 1, {"topics": None})
         except ConnectionError as e:
             self._drop((conn.host, conn.port))
             raise _Retry(f"metadata request to {conn.host}:{conn.port} failed: {e}") from e
@@ -236,7 +236,7 @@ class BrokerSession:
             body = {"replica_id": -1, "topics": [
                 {"name": topic, "partitions": [{"partition_index": p, "timestamp": which} for p in ps]}]}
             try:
-                resp = await self._request(conn, LIST_OFFSETS, 1, body)
+                resp = await self._request(conn, ApiKey.LIST_OFFSETS, 1, body)
             except ConnectionError as e:
                 self._forget(topic, conn)
                 raise _Retry(f"ListOffsets to broker {leader} failed: {e}") from e
@@ -265,7 +265,7 @@ class BrokerSession:
                     {"partition": partition, "fetch_offset": offset, "partition_max_bytes": max_bytes}]}]}
         try:
             raw = await asyncio.wait_for(
-                conn.send_raw(FETCH, FETCH_VERSION, request_codec(FETCH, FETCH_VERSION).encode(body)),
+                conn.send_raw(ApiKey.FETCH, FETCH_VERSION, request_codec(ApiKey.FETCH, FETCH_VERSION).encode(body)),
                 self.settings.request_timeout_s)
         except ConnectionError as e:
             self._forget(topic, conn)
@@ -331,7 +331,7 @@ class BrokerSession:
         body = {"acks": acks, "timeout_ms": int(self.settings.request_timeout_s * 1000),
                 "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": data}]}]}
         try:
-            resp = await self._request(conn, PRODUCE, 2, body)
+            resp = await self._request(conn, ApiKey.PRODUCE, 2, body)
         except ConnectionError as e:
             self._forget(topic, conn)
             raise _Retry(f"produce to {conn.host}:{conn.port} failed: {e}") from e

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from protocol.api_keys import ApiKey
 from protocol.primitives import Reader
 from protocol.schema import declared_versions, flexible
 
-API_VERSIONS = 18
+API_VERSIONS = ApiKey.API_VERSIONS
 
 
 _DECLARED = declared_versions()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import struct
 
+from protocol.api_keys import ApiKey
+
 # api_key -> (min_version, max_version). Minimum 0 everywhere: librdkafka 2.0.2 stops
 # compressing when Produce's minimum is above 0.
 SERVED: dict[int, tuple[int, int]] = {}
@@ -26,7 +28,7 @@ def is_served(api_key: int, version: int) -> bool:
     return rng is not None and rng[0] <= version <= rng[1]
 
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.API_VERSIONS  # what broker.dispatch compares with
 UNSUPPORTED_VERSION = 35
 
 _V0_ENTRY = struct.Struct(">hhh")
@@ -38,8 +40,8 @@ def unsupported_api_versions_body() -> bytes:
     Clients that asked for a version we do not serve read this v0 body, pick a
     version from it and retry on the same connection.
     """
-    lo, hi = SERVED.get(API_VERSIONS_KEY, (0, 0))
-    return struct.pack(">hi", UNSUPPORTED_VERSION, 1) + _V0_ENTRY.pack(API_VERSIONS_KEY, lo, hi)
+    lo, hi = SERVED.get(ApiKey.API_VERSIONS, (0, 0))
+    return struct.pack(">hi", UNSUPPORTED_VERSION, 1) + _V0_ENTRY.pack(ApiKey.API_VERSIONS, lo, hi)
 
 
 def api_versions_entries() -> list[dict[str, int]]:

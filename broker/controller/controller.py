@@ -27,10 +27,11 @@ from broker.controller.channel import ControllerChannel
 from broker.controller.reassign import Reassigner
 from broker.zk import layout as L
 from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from protocol.api_keys import ApiKey
 
 log = structlog.get_logger()
 
-LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
+LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA
 LEADER_DURING_DELETE = -2
 
 TP = tuple[str, int]

@@ -15,9 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-
-METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
 
 
 def _fail(msg: str) -> int:
@@ -66,7 +65,7 @@ async def run(args: argparse.Namespace) -> int:
     async with conn:
         if args.list or args.describe:
             topics = None if (args.list or not args.topic) else [{"name": args.topic}]
-            md: dict[str, Any] = await conn.request(METADATA, 1, {"topics": topics}, args.timeout)
+            md: dict[str, Any] = await conn.request(ApiKey.METADATA, 1, {"topics": topics}, args.timeout)
             for t in sorted(md["topics"], key=lambda t: t["name"]):
                 if args.list:
                     print(t["name"])
@@ -95,7 +94,7 @@ async def run(args: argparse.Namespace) -> int:
                                 "replication_factor": args.replication_factor or -1,
                                 "assignments": [], "configs": configs}],
                     "timeout_ms": int(args.timeout * 1000)}
-            if not await _mutate(conn, args, CREATE_TOPICS, 6, body, lambda resp: resp["topics"][0]):
+            if not await _mutate(conn, args, ApiKey.CREATE_TOPICS, 6, body, lambda resp: resp["topics"][0]):
                 return 1
             print(f"Created topic {args.topic}.")
             return 0
@@ -104,12 +103,12 @@ async def run(args: argparse.Namespace) -> int:
                 return _fail("--alter needs --partitions")
             body = {"topics": [{"name": args.topic, "count": args.partitions, "assignments": None}],
                     "timeout_ms": int(args.timeout * 1000), "validate_only": False}
-            if not await _mutate(conn, args, CREATE_PARTITIONS, 3, body, lambda resp: resp["results"][0]):
+            if not await _mutate(conn, args, ApiKey.CREATE_PARTITIONS, 3, body, lambda resp: resp["results"][0]):
                 return 1
             print(f"Topic {args.topic} now has {args.partitions} partitions.")
             return 0
         body = {"topic_names": [args.topic], "timeout_ms": int(args.timeout * 1000)}
-        if not await _mutate(conn, args, DELETE_TOPICS, 5, body, lambda resp: resp["responses"][0]):
+        if not await _mutate(conn, args, ApiKey.DELETE_TOPICS, 5, body, lambda resp: resp["responses"][0]):
             return 1
         print(f"Topic {args.topic} is marked for deletion.")
         return 0
