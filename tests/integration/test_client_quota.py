@@ -26,13 +26,13 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
 from protocol.records.message_set import build_message_set
 from tests.brokers import BrokerProcess, free_port
 from tests.cluster import configs, metric
 
 pytestmark = pytest.mark.integration
 
-PRODUCE = 0
 KB = 1000
 
 
@@ -73,7 +73,7 @@ def produce_request(topic: str, value_size: int, count: int) -> dict:
 
 
 async def own_produce(conn: KafkaConnection, topic: str, value_size: int = 1000, count: int = 100) -> dict:
-    return await conn.request(PRODUCE, 2, produce_request(topic, value_size, count), 60)
+    return await conn.request(ApiKey.PRODUCE, 2, produce_request(topic, value_size, count), 60)
 
 
 def paced_producer(bootstrap: str, client_id: str, topic: str, rate: float, seconds: float,
@@ -214,7 +214,7 @@ async def test_fetch_quota_holds_the_consumer_and_spares_the_other(quota_broker:
     async with await KafkaConnection.open(host, port, client_id="slow-consumer") as conn:
         throttles = []
         for _ in range(4):
-            resp = await conn.request(1, 3, {"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1,
+            resp = await conn.request(ApiKey.FETCH, 3, {"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1,
                                              "max_bytes": 1_000_000, "topics": [{"topic": "data", "partitions": [
                                                  {"partition": 0, "fetch_offset": 0,
                                                   "partition_max_bytes": 1_000_000}]}]}, 60)

@@ -18,6 +18,7 @@ import pytest
 
 from broker.zk.client import ZkClient
 from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
 from protocol.records.message_set import scan_entries
 from tests.cluster import FAST, partition_bytes
 from tests.integration.test_single_broker import produce
@@ -54,9 +55,10 @@ async def test_follower_beyond_the_leaders_log_truncates_and_follows(broker_fact
         await until(lambda: _registered(zk))
         host, port = b0.bootstrap.split(":")
         async with await KafkaConnection.open(host, int(port)) as c:
-            resp = await c.request(19, 1, {"topics": [{"name": "u", "num_partitions": -1, "replication_factor": -1,
-                                                       "assignments": [{"partition_index": 0, "broker_ids": [0, 1]}],
-                                                       "configs": []}], "timeout_ms": 20000})
+            resp = await c.request(ApiKey.CREATE_TOPICS, 1, {"topics": [{
+                "name": "u", "num_partitions": -1, "replication_factor": -1,
+                "assignments": [{"partition_index": 0, "broker_ids": [0, 1]}],
+                "configs": []}], "timeout_ms": 20000})
         assert resp["topics"][0]["error_code"] == 0
         await until(lambda: _isr(zk, [0, 1]))
         await produce_to(b0, 10, b"both-")

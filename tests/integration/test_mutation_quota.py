@@ -37,12 +37,12 @@ from types import TracebackType
 import pytest
 
 from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
 from tests.brokers import ROOT, BrokerProcess
 from tests.cluster import Cluster, configs, metric
 
 pytestmark = pytest.mark.integration
 
-CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, METADATA = 19, 20, 37, 3
 THROTTLED = 89
 WINDOWS = 11  # controller.quota.window.num x controller.quota.window.size.seconds (1)
 
@@ -90,7 +90,7 @@ async def limit(cluster: Cluster, broker: BrokerProcess, clients: list[str], rat
     """
     for client in clients:
         async with await connect(broker, client) as conn:
-            resp = await conn.request(CREATE_TOPICS, 6, create_body([f"hello-{client}"], 1), 30)
+            resp = await conn.request(ApiKey.CREATE_TOPICS, 6, create_body([f"hello-{client}"], 1), 30)
         assert codes_of(resp) == [0] and resp["throttle_time_ms"] == 0, resp
         assert tokens(broker, client) is None
     for client in [None] if default else clients:
@@ -182,7 +182,8 @@ async def test_kafka_python_burst_is_split_per_topic_by_the_bucket_and_its_retri
     # them (each is validated against ZooKeeper first, as in Kafka; some 100-150 ms here).
     async with await connect(controller, "own-admin") as conn:
         t0 = time.monotonic()
-        resp = await conn.request(CREATE_TOPICS, 6, create_body([f"own-{i:02d}" for i in range(60)], timeout_ms=0), 60)
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 6,
+                                  create_body([f"own-{i:02d}" for i in range(60)], timeout_ms=0), 60)
         took = time.monotonic() - t0
         left = tokens(controller, "own-admin")
     own_admitted = check_burst(codes_of(resp), resp["throttle_time_ms"], took)
@@ -313,7 +314,7 @@ async def test_old_versions_are_throttled_without_errors(cluster: Cluster) -> No
         # CreateTopics v2: 64 partitions against 55 tokens, all created, 9 / 5 = 1.8 s owed (less
         # the refill while they are recorded). timeout_ms 0: answered without waiting for leaders.
         t0 = time.monotonic()
-        resp = await a.request(CREATE_TOPICS, 2, create_body(names, timeout_ms=0), 60)
+        resp = await a.request(ApiKey.CREATE_TOPICS, 2, create_body(names, timeout_ms=0), 60)
         t1 = time.monotonic()
         assert codes_of(resp) == [0] * 16, resp
         throttle_a = resp["throttle_time_ms"]
@@ -321,7 +322,7 @@ async def test_old_versions_are_throttled_without_errors(cluster: Cluster) -> No
 
         # On a second connection while the bucket is below zero (strict mode would refuse):
         # created, and the throttle grows by 8 / 5 s.
-        resp = await b.request(CREATE_TOPICS, 2, create_body(more, timeout_ms=0), 60)
+        resp = await b.request(ApiKey.CREATE_TOPICS, 2, create_body(more, timeout_ms=0), 60)
         t2 = time.monotonic()
         assert codes_of(resp) == [0, 0], resp
         throttle_b = resp["throttle_time_ms"]
@@ -329,9 +330,9 @@ async def test_old_versions_are_throttled_without_errors(cluster: Cluster) -> No
         assert t2 - t1 < throttle_a / 1000  # the other connection is not paused by the first one's throttle
 
         # The next request on each connection is read only when that connection's throttle is over.
-        next_b = asyncio.create_task(b.request(CREATE_PARTITIONS, 1, {
+        next_b = asyncio.create_task(b.request(ApiKey.CREATE_PARTITIONS, 1, {
             "topics": [{"name": more[0], "count": 5, "assignments": None}], "timeout_ms": 0, "validate_only": False}, 60))
-        resp = await a.request(DELETE_TOPICS, 1, {"topic_names": names[:2], "timeout_ms": 0}, 60)
+        resp = await a.request(ApiKey.DELETE_TOPICS, 1, {"topic_names": names[:2], "timeout_ms": 0}, 60)
         t3 = time.monotonic()
         assert codes_of(resp, "responses") == [0, 0] and resp["throttle_time_ms"] > 0, resp
         assert throttle_a / 1000 - 0.05 <= t3 - t1 <= throttle_a / 1000 + 1.5, (t3 - t1, throttle_a)
@@ -355,7 +356,7 @@ async def test_validate_only_is_never_counted_nor_refused(cluster: Cluster) -> N
     async with await connect(controller, "vo-client") as conn:
         # Strict mode admits a topic while the tokens are not below zero, and throttles nothing
         # (as Kafka): 22 - 60 = -38, 19 s to pay back, owed by the next request.
-        resp = await conn.request(CREATE_TOPICS, 6, create_body(["vo-big"], 60, timeout_ms=0), 60)
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 6, create_body(["vo-big"], 60, timeout_ms=0), 60)
         assert codes_of(resp) == [0] and resp["throttle_time_ms"] == 0
     before = tokens(controller, "vo-client")
     t0 = time.monotonic()
@@ -364,7 +365,7 @@ async def test_validate_only_is_never_counted_nor_refused(cluster: Cluster) -> N
     async with await connect(controller, "vo-client") as conn:
         for version in (6, 6, 6, 5, 2, 1, 6, 2, 6, 6):  # strict and permissive versions alike
             t = time.monotonic()
-            resp = await conn.request(CREATE_TOPICS, version, create_body(names, 100, validate_only=True), 60)
+            resp = await conn.request(ApiKey.CREATE_TOPICS, version, create_body(names, 100, validate_only=True), 60)
             assert codes_of(resp) == [0] * 50, resp  # 5000 partitions a request, never 89
             assert resp.get("throttle_time_ms", 0) == 0 and time.monotonic() - t < 2
         elapsed = time.monotonic() - t0
@@ -372,7 +373,7 @@ async def test_validate_only_is_never_counted_nor_refused(cluster: Cluster) -> N
         # Only the refill (2/s) moved the bucket: nothing was recorded.
         assert after is not None and before <= after <= before + 2 * elapsed + 0.2, (before, after, elapsed)
         # The bucket really was exhausted all along: a real create is still refused.
-        resp = await conn.request(CREATE_TOPICS, 6, create_body(["vo-real"], 1), 60)
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 6, create_body(["vo-real"], 1), 60)
         assert codes_of(resp) == [THROTTLED]
     assert await zk_partition_counts(cluster, [*names, "vo-real"]) == {}
 
@@ -386,10 +387,10 @@ async def test_another_client_id_has_its_own_bucket(cluster: Cluster) -> None:
     # The default quota: every client id without its own gets a bucket of its own at that rate.
     await limit(cluster, controller, ["iso-a", "iso-b"], 2, default=True)  # bucket 22 each
     async with await connect(controller, "iso-a") as conn:
-        resp = await conn.request(CREATE_TOPICS, 6, create_body(["iso-a-big"], 40, timeout_ms=0), 60)
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 6, create_body(["iso-a-big"], 40, timeout_ms=0), 60)
         assert codes_of(resp) == [0] and resp["throttle_time_ms"] == 0  # strict: 22 - 40 = -18, nothing refused
     async with await connect(controller, "iso-a") as conn:
-        resp = await conn.request(CREATE_TOPICS, 6, create_body(["iso-a-1"], 1), 60)
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 6, create_body(["iso-a-1"], 1), 60)
         assert codes_of(resp) == [THROTTLED] and resp["throttle_time_ms"] > 0
 
     # Meanwhile iso-b, through kafka-python (CreateTopics v6, DeleteTopics v5: strict), is not held.
@@ -414,7 +415,7 @@ async def test_another_client_id_has_its_own_bucket(cluster: Cluster) -> None:
     a_tokens = tokens(controller, "iso-a")
     assert a_tokens is not None and a_tokens < 0
     async with await connect(controller, "iso-a") as conn:
-        resp = await conn.request(CREATE_TOPICS, 6, create_body(["iso-a-2"], 1), 60)
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 6, create_body(["iso-a-2"], 1), 60)
         assert codes_of(resp) == [THROTTLED]
 
 
@@ -431,7 +432,7 @@ async def test_topics_tool_reports_the_violation_and_retries_on_request(cluster:
     # Exhaust the tool's bucket (same client id): admitted, 22 - 30 = -8, 4 s owed.
     t0 = time.monotonic()
     async with await connect(broker, "minibroker-tool") as conn:
-        resp = await conn.request(CREATE_TOPICS, 6, create_body(["big"], 30, timeout_ms=0), 60)
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 6, create_body(["big"], 30, timeout_ms=0), 60)
     assert codes_of(resp) == [0] and resp["throttle_time_ms"] == 0
     r = await asyncio.to_thread(topics, "--create", "--topic", "next", "--partitions", "1", "--replication-factor", "1")
     assert r.returncode == 1, (r.stdout, r.stderr)
@@ -471,7 +472,8 @@ async def test_invalid_topics_get_their_codes_and_cost_nothing(cluster: Cluster)
     ]
     async with await connect(controller, "bad-input") as conn:
         t0 = time.monotonic()
-        resp = await conn.request(CREATE_TOPICS, 6, {"topics": topics, "timeout_ms": 30000, "validate_only": False}, 60)
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 6,
+                                  {"topics": topics, "timeout_ms": 30000, "validate_only": False}, 60)
         elapsed = time.monotonic() - t0
     assert [t["name"] for t in resp["topics"]] == [t["name"] for t in topics]
     assert codes_of(resp) == [17, 17, 37, 37, 38, 42, 42, 0, 0, 0], resp
@@ -492,7 +494,7 @@ async def test_controller_elects_leaders_promptly_during_a_mutation_storm(cluste
     await limit(cluster, controller, ["storm"], 5)
     # Six partitions the victim leads (preferred replica first), followed by the survivor.
     async with await connect(controller, "setup") as conn:
-        resp = await conn.request(CREATE_TOPICS, 1, {"topics": [{
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 1, {"topics": [{
             "name": "led", "num_partitions": -1, "replication_factor": -1, "configs": [],
             "assignments": [{"partition_index": p, "broker_ids": [victim.broker_id, survivor.broker_id]}
                             for p in range(6)]}], "timeout_ms": 30000}, 60)
@@ -511,10 +513,10 @@ async def test_controller_elects_leaders_promptly_during_a_mutation_storm(cluste
             while not stop.is_set():
                 names = [f"storm-{i}-{j}" for j in range(5)]
                 i += 1
-                resp = await conn.request(CREATE_TOPICS, 6, create_body(names, 2, timeout_ms=0), 60)
+                resp = await conn.request(ApiKey.CREATE_TOPICS, 6, create_body(names, 2, timeout_ms=0), 60)
                 done["created"] += codes_of(resp).count(0)
                 done["refused"] += codes_of(resp).count(THROTTLED)
-                resp = await conn.request(DELETE_TOPICS, 5, {"topic_names": names, "timeout_ms": 0}, 60)
+                resp = await conn.request(ApiKey.DELETE_TOPICS, 5, {"topic_names": names, "timeout_ms": 0}, 60)
                 done["deleted"] += codes_of(resp, "responses").count(0)
                 if killed_at:
                     done["answers_after_kill"] += 2

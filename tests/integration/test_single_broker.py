@@ -12,10 +12,9 @@ import time
 import pytest
 
 from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records.message_set import build_message_set, decode_records
-
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 2, 3, 18, 19
 
 
 async def connect(broker) -> KafkaConnection:  # noqa: ANN001
@@ -27,7 +26,7 @@ async def create_topic(conn: KafkaConnection, name: str, partitions: int = 1, co
     body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
                         "assignments": [], "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
             "timeout_ms": 10000}
-    resp = await conn.request(CREATE_TOPICS, 1, body)
+    resp = await conn.request(ApiKey.CREATE_TOPICS, 1, body)
     await wait_leader(conn, name, partitions)
     return resp["topics"][0]
 
@@ -35,7 +34,7 @@ async def create_topic(conn: KafkaConnection, name: str, partitions: int = 1, co
 async def wait_leader(conn: KafkaConnection, topic: str, partitions: int, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        md = await conn.request(METADATA, 1, {"topics": [{"name": topic}]})
+        md = await conn.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
         t = md["topics"][0]
         if t["error_code"] == 0 and len(t["partitions"]) == partitions and all(
                 p["leader_id"] >= 0 for p in t["partitions"]):
@@ -51,9 +50,10 @@ async def produce(conn: KafkaConnection, topic: str, partition: int, records: li
             "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": data}]}]}
     if acks == 0:
         from protocol.schema import request_codec
-        await conn.send_raw(PRODUCE, version, request_codec(PRODUCE, version).encode(body), expect_response=False)
+        await conn.send_raw(ApiKey.PRODUCE, version, request_codec(ApiKey.PRODUCE, version).encode(body),
+                            expect_response=False)
         return {}
-    resp = await conn.request(PRODUCE, version, body)
+    resp = await conn.request(ApiKey.PRODUCE, version, body)
     return resp["responses"][0]["partition_responses"][0]
 
 
@@ -64,7 +64,7 @@ async def fetch(conn: KafkaConnection, parts: list[tuple[str, int, int, int]], v
         topics.setdefault(t, []).append({"partition": p, "fetch_offset": off, "partition_max_bytes": pmax})
     body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
-    resp = await conn.request(FETCH, version, body)
+    resp = await conn.request(ApiKey.FETCH, version, body)
     return {(t["topic"], p["partition_index"]): p for t in resp["responses"] for p in t["partitions"]}
 
 
@@ -80,7 +80,7 @@ async def test_produce_fetch_round_trip_all_acks(broker) -> None:  # noqa: ANN00
                 assert r["base_offset"] == len(sent)
             sent += batch
         # acks=0 has no response; the next request on the same connection is ordered after it.
-        lo = await conn.request(LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
+        lo = await conn.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
             {"name": "rt", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
         assert lo["topics"][0]["partitions"][0]["offset"] == 300
         got = await fetch(conn, [("rt", 0, 0, 10 << 20)])
@@ -94,10 +94,10 @@ async def test_list_offsets_v0_and_v1(broker) -> None:  # noqa: ANN001
     async with await connect(broker) as conn:
         await create_topic(conn, "lo")
         await produce(conn, "lo", 0, [(b"k", b"v")] * 7)
-        v0 = await conn.request(LIST_OFFSETS, 0, {"replica_id": -1, "topics": [{"name": "lo", "partitions": [
+        v0 = await conn.request(ApiKey.LIST_OFFSETS, 0, {"replica_id": -1, "topics": [{"name": "lo", "partitions": [
             {"partition_index": 0, "timestamp": -2, "max_num_offsets": 1}]}]})
         assert v0["topics"][0]["partitions"][0]["old_style_offsets"] == [0]
-        v1 = await conn.request(LIST_OFFSETS, 1, {"replica_id": -1, "topics": [{"name": "lo", "partitions": [
+        v1 = await conn.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [{"name": "lo", "partitions": [
             {"partition_index": 0, "timestamp": -1}, {"partition_index": 5, "timestamp": -1}]}]})
         ps = v1["topics"][0]["partitions"]
         assert ps[0]["offset"] == 7
@@ -163,7 +163,7 @@ async def test_bad_crc_appends_nothing(broker) -> None:  # noqa: ANN001
         data[12] ^= 0xFF  # first CRC byte
         body = {"acks": 1, "timeout_ms": 1000,
                 "topic_data": [{"name": "crc", "partition_data": [{"index": 0, "records": bytes(data)}]}]}
-        r = (await conn.request(PRODUCE, 2, body))["responses"][0]["partition_responses"][0]
+        r = (await conn.request(ApiKey.PRODUCE, 2, body))["responses"][0]["partition_responses"][0]
         assert r["error_code"] == ErrorCode.CORRUPT_MESSAGE
         ok = await produce(conn, "crc", 0, [(b"k", b"good")])
         assert ok["error_code"] == 0 and ok["base_offset"] == 0
@@ -172,9 +172,9 @@ async def test_bad_crc_appends_nothing(broker) -> None:  # noqa: ANN001
 async def test_invalid_topic_names(broker) -> None:  # noqa: ANN001
     async with await connect(broker) as conn:
         bad = "bad/name"
-        md = await conn.request(METADATA, 1, {"topics": [{"name": bad}, {"name": "x" * 250}]})
+        md = await conn.request(ApiKey.METADATA, 1, {"topics": [{"name": bad}, {"name": "x" * 250}]})
         assert [t["error_code"] for t in md["topics"]] == [ErrorCode.INVALID_TOPIC_EXCEPTION] * 2
-        resp = await conn.request(CREATE_TOPICS, 1, {"topics": [
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 1, {"topics": [
             {"name": bad, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []},
             {"name": "fine", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []},
             {"name": "zero", "num_partitions": 0, "replication_factor": 1, "assignments": [], "configs": []},
@@ -211,7 +211,7 @@ def _closed(s: socket.socket) -> bool:
 
 
 def _api_versions_frame(version: int, correlation_id: int = 7) -> bytes:
-    body = struct.pack(">hhih", API_VERSIONS, version, correlation_id, 1) + b"t"
+    body = struct.pack(">hhih", ApiKey.API_VERSIONS, version, correlation_id, 1) + b"t"
     return struct.pack(">i", len(body)) + body
 
 
@@ -223,8 +223,8 @@ async def test_bad_frames_cost_only_their_connection(broker) -> None:  # noqa: A
             "negative": struct.pack(">i", -5),
             "garbage_header": struct.pack(">i", 3) + b"\x01\x02\x03",
             "unknown_api_key": struct.pack(">i", 10) + struct.pack(">hhih", 999, 0, 1, 0),
-            "unsupported_metadata": struct.pack(">i", 10) + struct.pack(">hhih", METADATA, 99, 1, 0),
-            "malformed_body": struct.pack(">i", 14) + struct.pack(">hhih", METADATA, 1, 1, 0) + b"\x7f\xff\xff\xff",
+            "unsupported_metadata": struct.pack(">i", 10) + struct.pack(">hhih", ApiKey.METADATA, 99, 1, 0),
+            "malformed_body": struct.pack(">i", 14) + struct.pack(">hhih", ApiKey.METADATA, 1, 1, 0) + b"\x7f\xff\xff\xff",
         }
         for name, payload in cases.items():
             s = _raw(broker)
@@ -233,7 +233,7 @@ async def test_bad_frames_cost_only_their_connection(broker) -> None:  # noqa: A
             s.close()
         # A client that disconnects mid-request.
         s = _raw(broker)
-        s.sendall(struct.pack(">i", 100) + b"\x00\x03\x00\x01")
+        s.sendall(struct.pack(">ihh", 100, ApiKey.METADATA, 1))
         s.close()
         r = await produce(healthy, "bf", 0, [(b"k", b"still serving")])
         assert r["error_code"] == 0
@@ -250,7 +250,7 @@ async def test_unsupported_api_versions_keeps_connection(broker) -> None:  # noq
     corr, err, n = struct.unpack_from(">ihi", data)
     assert (corr, err) == (7, ErrorCode.UNSUPPORTED_VERSION)
     entries = [struct.unpack_from(">hhh", data, 10 + 6 * i) for i in range(n)]
-    assert (API_VERSIONS, 0, 3) in entries
+    assert (ApiKey.API_VERSIONS, 0, 3) in entries
     s.sendall(_api_versions_frame(0, 8))  # the same connection still answers
     size = struct.unpack(">i", s.recv(4))[0]
     assert size > 6
@@ -307,7 +307,8 @@ def test_topics_command(broker) -> None:  # noqa: ANN001
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 async def test_api_versions_lists_registry(broker, version: int) -> None:  # noqa: ANN001
     async with await connect(broker) as conn:
-        resp = await conn.request(API_VERSIONS, version, {"client_software_name": "t", "client_software_version": "1"})
+        resp = await conn.request(ApiKey.API_VERSIONS, version,
+                                  {"client_software_name": "t", "client_software_version": "1"})
         keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
-        assert keys[PRODUCE] == (0, 2) and keys[FETCH] == (0, 3) and keys[METADATA] == (0, 2)
+        assert keys[ApiKey.PRODUCE] == (0, 2) and keys[ApiKey.FETCH] == (0, 3) and keys[ApiKey.METADATA] == (0, 2)
         assert all(lo == 0 for lo, _ in keys.values())

@@ -17,12 +17,12 @@ import pytest
 from confluent_kafka import Producer
 
 from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
 from tests.cluster import Cluster, configs, metric, wait_identical_replicas
 
 pytestmark = pytest.mark.integration
 
 MB = 1_000_000
-CREATE_TOPICS = 19
 
 
 async def create_assigned(cluster: Cluster, topic: str, assignment: dict[int, list[int]]) -> None:
@@ -32,7 +32,7 @@ async def create_assigned(cluster: Cluster, topic: str, assignment: dict[int, li
 async def create_assigned_on(bootstrap: str, topic: str, assignment: dict[int, list[int]]) -> None:
     host, port = bootstrap.split(":")
     async with await KafkaConnection.open(host, int(port)) as c:
-        resp = await c.request(CREATE_TOPICS, 1, {"topics": [{
+        resp = await c.request(ApiKey.CREATE_TOPICS, 1, {"topics": [{
             "name": topic, "num_partitions": -1, "replication_factor": -1,
             "assignments": [{"partition_index": p, "broker_ids": r} for p, r in assignment.items()],
             "configs": []}], "timeout_ms": 30000})

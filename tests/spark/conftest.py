@@ -16,9 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
 from tests.brokers import ROOT, BrokerProcess
-
-CREATE_TOPICS, METADATA = 19, 3
 
 
 @pytest.fixture(scope="session")
@@ -68,12 +67,12 @@ async def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
     async with await KafkaConnection.open(host, int(port)) as conn:
         body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
                             "assignments": [], "configs": []}], "timeout_ms": 10000}
-        resp = await conn.request(CREATE_TOPICS, 1, body)
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 1, body)
         code = resp["topics"][0]["error_code"]
         assert code == 0, f"CreateTopics {name}: error {code}"
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            md = await conn.request(METADATA, 1, {"topics": [{"name": name}]})
+            md = await conn.request(ApiKey.METADATA, 1, {"topics": [{"name": name}]})
             t = md["topics"][0]
             if t["error_code"] == 0 and len(t["partitions"]) == partitions and all(
                     p["leader_id"] >= 0 for p in t["partitions"]):
@@ -89,7 +88,7 @@ def create_topic(broker: BrokerProcess, name: str, partitions: int = 1) -> None:
 async def _topic_names(bootstrap: str) -> set[str]:
     host, port = bootstrap.rsplit(":", 1)
     async with await KafkaConnection.open(host, int(port)) as conn:
-        md = await conn.request(METADATA, 1, {"topics": None})
+        md = await conn.request(ApiKey.METADATA, 1, {"topics": None})
         return {t["name"] for t in md["topics"]}
 
 

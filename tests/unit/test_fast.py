@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from kafka.protocol.old.fetch import FetchRequest, FetchResponse
 from kafka.protocol.old.produce import ProduceRequest
 
+from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.fast import decode_fetch_request, decode_produce_request, encode_fetch_response
 from protocol.schema import request_codec, response_codec
@@ -31,7 +32,7 @@ def test_produce_decoder_agrees_with_the_schema(version: int) -> None:
     @settings(max_examples=60, deadline=None)
     @given(produce_bodies)
     def check(body: dict) -> None:
-        raw = request_codec(0, version).encode(body)
+        raw = request_codec(ApiKey.PRODUCE, version).encode(body)
         got = decode_produce_request(raw, version)
         for t in got["topic_data"]:
             for p in t["partition_data"]:
@@ -46,7 +47,7 @@ def test_fetch_request_decoder_agrees_with_the_schema(version: int) -> None:
     @settings(max_examples=60, deadline=None)
     @given(fetch_bodies)
     def check(body: dict) -> None:
-        raw = request_codec(1, version).encode(body)
+        raw = request_codec(ApiKey.FETCH, version).encode(body)
         got = decode_fetch_request(raw, version)
         expected = dict(body)
         if version < 3:
@@ -67,7 +68,7 @@ def test_fetch_response_encoder_agrees_with_the_schema(version: int) -> None:
         expected = {"responses": responses}
         if version >= 1:
             expected["throttle_time_ms"] = throttle
-        assert response_codec(1, version).decode(raw) == expected
+        assert response_codec(ApiKey.FETCH, version).decode(raw) == expected
     check()
 
 
@@ -93,7 +94,7 @@ def test_golden_against_kafka_python() -> None:
 
 @pytest.mark.parametrize("version", [0, 2])
 def test_truncated_produce_is_a_protocol_error(version: int) -> None:
-    raw = request_codec(0, version).encode({"acks": 1, "timeout_ms": 5, "topic_data": [
+    raw = request_codec(ApiKey.PRODUCE, version).encode({"acks": 1, "timeout_ms": 5, "topic_data": [
         {"name": "topic", "partition_data": [{"index": 0, "records": b"abcdef"}]}]})
     for cut in range(len(raw)):
         with pytest.raises(ProtocolError):
@@ -121,13 +122,13 @@ def test_fetch_response_decoder_agrees_with_the_schema(version: int) -> None:
         max_size=3)}), max_size=3))
     def check(responses: list) -> None:
         body = {"responses": responses, "throttle_time_ms": 5}
-        raw = response_codec(1, version).encode(body)
+        raw = response_codec(ApiKey.FETCH, version).encode(body)
         got = decode_fetch_response(raw, version)
         for t in got["responses"]:
             for p in t["partitions"]:
                 if p["records"] is not None:
                     p["records"] = bytes(p["records"])
-        assert got == response_codec(1, version).decode(raw)
+        assert got == response_codec(ApiKey.FETCH, version).decode(raw)
         for cut in range(0, len(raw) - 1, 7):
             try:
                 decode_fetch_response(raw[:cut], version)

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.headers import decode_request_header, encode_response_header
 from protocol.primitives import RequestHeaderV1
@@ -19,16 +20,16 @@ def v1(key: int, version: int, corr: int, client: bytes | None) -> bytes:
 
 
 def test_v1_header() -> None:
-    raw = v1(3, 1, 77, b"kcat") + b"BODY"
+    raw = v1(ApiKey.METADATA, 1, 77, b"kcat") + b"BODY"
     hdr, at = decode_request_header(raw)
-    assert (hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id) == (3, 1, 77, "kcat")
+    assert (hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id) == (ApiKey.METADATA, 1, 77, "kcat")
     assert raw[at:] == b"BODY"
     parsed = RequestHeaderV1.parse(raw)
-    assert (parsed.api_key, parsed.correlation_id, parsed.client_id) == (3, 77, b"kcat")
+    assert (parsed.api_key, parsed.correlation_id, parsed.client_id) == (ApiKey.METADATA, 77, b"kcat")
 
 
 def test_v2_header_skips_tagged_fields() -> None:
-    raw = v1(18, 3, 5, None) + b"\x01\x00\x02ab" + b"BODY"
+    raw = v1(ApiKey.API_VERSIONS, 3, 5, None) + b"\x01\x00\x02ab" + b"BODY"
     hdr, at = decode_request_header(raw)
     assert hdr.client_id is None and hdr.api_version == 3
     assert raw[at:] == b"BODY"
@@ -37,12 +38,12 @@ def test_v2_header_skips_tagged_fields() -> None:
 def test_unknown_key_and_version_still_decode() -> None:
     hdr, at = decode_request_header(v1(999, 42, 1, b"x"))
     assert (hdr.api_key, hdr.api_version) == (999, 42)
-    hdr, _ = decode_request_header(v1(18, 99, 1, b"x") + b"\x00")
+    hdr, _ = decode_request_header(v1(ApiKey.API_VERSIONS, 99, 1, b"x") + b"\x00")
     assert hdr.api_version == 99
 
 
 def test_truncated_header_is_a_protocol_error() -> None:
-    raw = v1(0, 2, 1, b"client")
+    raw = v1(ApiKey.PRODUCE, 2, 1, b"client")
     for cut in range(len(raw)):
         with pytest.raises(ProtocolError):
             decode_request_header(raw[:cut])
@@ -57,7 +58,7 @@ def test_fuzzed_headers_raise_only_protocol_errors(data: bytes) -> None:
 
 
 def test_response_headers() -> None:
-    assert encode_response_header(7, 18, 3) == struct.pack(">i", 7)  # ApiVersions: always v0
-    assert encode_response_header(7, 19, 5) == struct.pack(">i", 7) + b"\x00"
-    assert encode_response_header(7, 19, 4) == struct.pack(">i", 7)
+    assert encode_response_header(7, ApiKey.API_VERSIONS, 3) == struct.pack(">i", 7)  # ApiVersions: always v0
+    assert encode_response_header(7, ApiKey.CREATE_TOPICS, 5) == struct.pack(">i", 7) + b"\x00"
+    assert encode_response_header(7, ApiKey.CREATE_TOPICS, 4) == struct.pack(">i", 7)
     assert encode_response_header(-1, 999, 0) == struct.pack(">i", -1)

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from protocol.api_keys import ApiKey
 from protocol.declare import F
 from protocol.errors import ProtocolError
 from protocol.messages import MODULES
@@ -86,7 +87,7 @@ def test_fuzzed_bodies_raise_only_protocol_errors(key: int, version: int, reques
 
 
 def test_truncation_of_a_valid_body_is_a_protocol_error() -> None:
-    codec = request_codec(19, 5)
+    codec = request_codec(ApiKey.CREATE_TOPICS, 5)
     body = codec.encode({"topics": [{"name": "t", "num_partitions": 3, "replication_factor": 2,
                                      "configs": [{"name": "a", "value": "b"}]}], "timeout_ms": 5})
     for cut in range(len(body) - 1):
@@ -95,23 +96,25 @@ def test_truncation_of_a_valid_body_is_a_protocol_error() -> None:
 
 
 def test_api_versions_v3_golden_bytes_have_empty_tags() -> None:
-    body = response_codec(18, 3).encode(
-        {"error_code": 0, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 3}], "throttle_time_ms": 0})
+    body = response_codec(ApiKey.API_VERSIONS, 3).encode(
+        {"error_code": 0, "api_keys": [{"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": 3}],
+         "throttle_time_ms": 0})
     # error, compact array (1 entry + 1), entry, entry tags, throttle, top-level tags: nothing else.
     assert body == bytes.fromhex("0000" "02" "0012" "0000" "0003" "00" "00000000" "00")
 
 
 def test_create_topics_v5_request_golden_bytes() -> None:
-    body = request_codec(19, 5).encode({"topics": [{"name": "ab", "num_partitions": 3, "replication_factor": -1,
-                                                    "assignments": [], "configs": [{"name": "k", "value": None}]}],
-                                        "timeout_ms": 30000, "validate_only": True})
+    body = request_codec(ApiKey.CREATE_TOPICS, 5).encode({
+        "topics": [{"name": "ab", "num_partitions": 3, "replication_factor": -1,
+                    "assignments": [], "configs": [{"name": "k", "value": None}]}],
+        "timeout_ms": 30000, "validate_only": True})
     expected = (b"\x02" + b"\x03ab" + struct.pack(">ih", 3, -1) + b"\x01" + b"\x02" + b"\x02k" + b"\x00" + b"\x00"
                 + b"\x00" + struct.pack(">i", 30000) + b"\x01" + b"\x00")
     assert body == expected
 
 
 def test_unknown_tagged_fields_are_skipped() -> None:
-    codec = request_codec(18, 3)
+    codec = request_codec(ApiKey.API_VERSIONS, 3)
     w = Writer()
     w.string("kcat", True)
     w.string("1.7", True)
@@ -120,10 +123,12 @@ def test_unknown_tagged_fields_are_skipped() -> None:
 
 
 def test_flexible_versions_follow_the_definitions() -> None:
-    assert flexible(18, 3) and not flexible(18, 2)
-    assert flexible(19, 5) and not flexible(19, 4)
-    assert flexible(20, 4) and flexible(37, 2) and not flexible(37, 1)
-    assert not any(flexible(k, v) for k in (0, 1, 2, 3) for v in range(4))
+    assert flexible(ApiKey.API_VERSIONS, 3) and not flexible(ApiKey.API_VERSIONS, 2)
+    assert flexible(ApiKey.CREATE_TOPICS, 5) and not flexible(ApiKey.CREATE_TOPICS, 4)
+    assert flexible(ApiKey.DELETE_TOPICS, 4)
+    assert flexible(ApiKey.CREATE_PARTITIONS, 2) and not flexible(ApiKey.CREATE_PARTITIONS, 1)
+    data_path = (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA)
+    assert not any(flexible(k, v) for k in data_path for v in range(4))
     assert not flexible(999, 0)
 
 
@@ -143,22 +148,24 @@ def test_kafka_python_requests_decode_identically() -> None:
     from kafka.protocol.old.list_offsets import ListOffsetsRequest
     from kafka.protocol.old.metadata import MetadataRequest
 
-    assert request_codec(3, 2).decode(MetadataRequest[2](topics=None).encode()) == {"topics": None}
-    assert request_codec(3, 0).decode(MetadataRequest[0](topics=["x"]).encode()) == {"topics": [{"name": "x"}]}
+    assert request_codec(ApiKey.METADATA, 2).decode(MetadataRequest[2](topics=None).encode()) == {"topics": None}
+    assert request_codec(ApiKey.METADATA, 0).decode(MetadataRequest[0](topics=["x"]).encode()) == {
+        "topics": [{"name": "x"}]}
     kp = CreateTopicsRequest[1](create_topic_requests=[("t", 4, 2, [(0, [1, 2])], [("retention.ms", "1")])],
                                 timeout=1000, validate_only=False).encode()
-    assert request_codec(19, 1).decode(kp) == {
+    assert request_codec(ApiKey.CREATE_TOPICS, 1).decode(kp) == {
         "topics": [{"name": "t", "num_partitions": 4, "replication_factor": 2,
                     "assignments": [{"partition_index": 0, "broker_ids": [1, 2]}],
                     "configs": [{"name": "retention.ms", "value": "1"}]}],
         "timeout_ms": 1000, "validate_only": False}
-    assert request_codec(20, 1).decode(DeleteTopicsRequest[1](topics=["a", "b"], timeout=5).encode()) == {
+    dt = DeleteTopicsRequest[1](topics=["a", "b"], timeout=5).encode()
+    assert request_codec(ApiKey.DELETE_TOPICS, 1).decode(dt) == {
         "topic_names": ["a", "b"], "timeout_ms": 5}
     cp = CreatePartitionsRequest[0](topic_partitions=[("t", (6, None))], timeout=10, validate_only=True).encode()
-    assert request_codec(37, 0).decode(cp) == {
+    assert request_codec(ApiKey.CREATE_PARTITIONS, 0).decode(cp) == {
         "topics": [{"name": "t", "count": 6, "assignments": None}], "timeout_ms": 10, "validate_only": True}
     lo = ListOffsetsRequest[1](replica_id=-1, topics=[("t", [(0, -2)])]).encode()
-    assert request_codec(2, 1).decode(lo) == {
+    assert request_codec(ApiKey.LIST_OFFSETS, 1).decode(lo) == {
         "replica_id": -1, "topics": [{"name": "t", "partitions": [{"partition_index": 0, "timestamp": -2}]}]}
 
 
@@ -166,14 +173,14 @@ def test_our_responses_decode_with_kafka_python() -> None:
     from kafka.protocol.old.metadata import MetadataResponse
     from kafka.protocol.old.produce import ProduceResponse
 
-    body = response_codec(3, 2).encode({
+    body = response_codec(ApiKey.METADATA, 2).encode({
         "brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}], "cluster_id": "c",
         "controller_id": 1, "topics": [{"error_code": 0, "name": "t", "is_internal": False, "partitions": [
             {"error_code": 0, "partition_index": 0, "leader_id": 1, "replica_nodes": [1], "isr_nodes": [1]}]}]})
     md = MetadataResponse[2].decode(body)
     assert md.to_object()["brokers"][0]["host"] == "h"
     assert md.to_object()["topics"][0]["partitions"][0]["isr_nodes"] == [1]
-    body = response_codec(0, 2).encode({"responses": [{"name": "t", "partition_responses": [
+    body = response_codec(ApiKey.PRODUCE, 2).encode({"responses": [{"name": "t", "partition_responses": [
         {"index": 0, "error_code": 0, "base_offset": 42, "log_append_time_ms": -1}]}], "throttle_time_ms": 0})
     pr = ProduceResponse[2].decode(body).to_object()
     assert pr["responses"][0]["partition_responses"][0]["base_offset"] == 42
