@@ -1,15 +1,15 @@
 """Request dispatch: header, version check, decode, handler, encode, in order.
 
-Each served API key has one module in `broker/apis/`; the module declares its key,
-its versions and its handler, and registering it is what puts it in the ApiVersions
-table (protocol.registry), so the table cannot drift from what is really served.
+Each served API key has one module in `broker/apis/`, which registers its handler for the
+key and versions its protocol/messages module declares (broker.apis.registry); registering
+is what puts it in the ApiVersions table (protocol.registry), so the table cannot drift
+from what is really served.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -21,6 +21,7 @@ from protocol.headers import decode_request_header, encode_response_header
 from protocol.schema import request_codec, response_codec
 
 if TYPE_CHECKING:
+    from broker.apis.registry import Api
     from broker.network import Connection
     from broker.server import Broker
 
@@ -43,15 +44,12 @@ class RequestContext:
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker, modules: list[ModuleType]) -> None:
+    def __init__(self, broker: Broker, apis: list[Api]) -> None:
         self.broker = broker
-        self.handlers: dict[int, ModuleType] = {}
-        self.names: dict[int, str] = {}
-        for mod in modules:
-            lo, hi = mod.VERSIONS
-            registry.serve(mod.API_KEY, lo, hi)
-            self.handlers[mod.API_KEY] = mod
-            self.names[mod.API_KEY] = mod.API_NAME
+        self.handlers: dict[int, Api] = {api.key: api for api in apis}
+        self.names: dict[int, str] = {api.key: api.name for api in apis}
+        if self.handlers.keys() != registry.SERVED.keys():
+            raise ValueError("the dispatcher serves exactly the registered APIs (broker.apis.ALL_APIS)")
         m = broker.metrics
         self.requests_total = m.counter("requests_total", "Requests handled, by API")
         self.latency = m.histogram("request_latency_seconds", "Time from receipt to response, by API")

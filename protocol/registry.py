@@ -18,8 +18,11 @@ SERVED: dict[int, tuple[int, int]] = {}
 
 
 def serve(api_key: int, min_version: int, max_version: int) -> None:
+    """Called by broker.apis.registry.register, once per key."""
     if min_version != 0:
         raise ValueError("advertise minimum version 0 for every API")
+    if api_key in SERVED:
+        raise ValueError(f"api key {api_key} is served twice")
     SERVED[api_key] = (min_version, max_version)
 
 

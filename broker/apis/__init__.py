@@ -1,6 +1,9 @@
-"""One module per served API key; ALL_APIS is what the dispatcher registers (and ApiVersions lists)."""
+"""One module per served API key; importing each registers it (broker.apis.registry).
 
-from broker.apis import (
+ALL_APIS is what is registered, by key: the dispatcher serves it and ApiVersions lists it.
+"""
+
+from broker.apis import (  # noqa: F401  (imported to register)
     api_versions,
     controlled_shutdown,
     create_partitions,
@@ -14,6 +17,6 @@ from broker.apis import (
     stop_replica,
     update_metadata,
 )
+from broker.apis.registry import registered
 
-ALL_APIS = [produce, fetch, list_offsets, metadata, leader_and_isr, stop_replica, update_metadata,
-            controlled_shutdown, api_versions, create_topics, delete_topics, create_partitions]
+ALL_APIS = registered()

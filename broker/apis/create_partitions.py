@@ -1,4 +1,4 @@
-"""CreatePartitions (key 37), versions 0-3.
+"""CreatePartitions, versions 0-3.
 
 Per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS when the count does not grow,
 INVALID_REPLICA_ASSIGNMENT for a wrong number of assignments, INVALID_REQUEST when named
@@ -14,12 +14,10 @@ from typing import Any
 
 from broker.apis.admin import AdminError
 from broker.apis.mutation_quota import MutationQuota
+from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
-
-API_KEY = 37
-API_NAME = "CreatePartitions"
-VERSIONS = (0, 3)
+from protocol.messages import create_partitions as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
@@ -52,3 +50,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         await ctx.broker.metadata_updated.wait_until(
             lambda: all(admin.has_leaders(n, count) for n, count in grown), timeout)
     return {"throttle_time_ms": quota.finish(), "results": results}
+
+
+register(messages, handle)

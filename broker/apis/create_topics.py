@@ -1,4 +1,4 @@
-"""CreateTopics (key 19), versions 0-6.
+"""CreateTopics, versions 0-6.
 
 Each topic is validated on its own and answered with Kafka's code (INVALID_TOPIC_EXCEPTION,
 TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
@@ -15,12 +15,10 @@ from typing import Any
 
 from broker.apis.admin import AdminError, TopicSpec
 from broker.apis.mutation_quota import MutationQuota
+from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
-
-API_KEY = 19
-API_NAME = "CreateTopics"
-VERSIONS = (0, 6)
+from protocol.messages import create_topics as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
@@ -65,3 +63,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 if any(res["name"] == n for n, _ in created) and not admin.has_leaders(res["name"], 1):
                     res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return {"throttle_time_ms": quota.finish(), "topics": results}
+
+
+register(messages, handle)

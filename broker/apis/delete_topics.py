@@ -1,4 +1,4 @@
-"""DeleteTopics (key 20), versions 0-5.
+"""DeleteTopics, versions 0-5.
 
 Per topic: UNKNOWN_TOPIC_OR_PARTITION when absent, INVALID_REQUEST when named twice.
 KIP-599: a topic to delete takes its partition count from the client's mutation quota
@@ -12,12 +12,10 @@ from typing import Any
 
 from broker.apis.admin import AdminError
 from broker.apis.mutation_quota import MutationQuota
+from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
-
-API_KEY = 20
-API_NAME = "DeleteTopics"
-VERSIONS = (0, 5)
+from protocol.messages import delete_topics as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
@@ -52,3 +50,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 if res["name"] in md.topics and res["error_code"] == 0:
                     res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return {"throttle_time_ms": quota.finish(), "responses": results}
+
+
+register(messages, handle)

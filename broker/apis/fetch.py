@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 0-3, with KIP-74's response-wide max_bytes and KIP-73's leader throttle.
+"""Fetch, versions 0-3, with KIP-74's response-wide max_bytes and KIP-73's leader throttle.
 
 For each partition in request order the log is read up to min(partition max_bytes, what
 is left of the response limit). Until a partition has returned data, the first message
@@ -33,14 +33,13 @@ import asyncio
 import time
 from typing import Any
 
+from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.log import OffsetOutOfRange
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_request, encode_fetch_response
+from protocol.messages import fetch as messages
 
-API_KEY = 1
-API_NAME = "Fetch"
-VERSIONS = (0, 3)
 DEBUG_REPLICA_ID = -2
 THROTTLE_RECHECK_S = 0.05
 
@@ -153,3 +152,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
         # Partitions held back by the leader throttle get their budget back continuously, so
         # look again soon rather than only when something is appended.
         await rm.appended.wait(min(remaining, THROTTLE_RECHECK_S) if held_back else remaining)
+
+
+register(messages, handle, decode)

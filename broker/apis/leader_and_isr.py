@@ -1,4 +1,4 @@
-"""LeaderAndIsr (key 4), version 0 (Kafka 0.10.1's inter-broker API).
+"""LeaderAndIsr, version 0 (Kafka 0.10.1's inter-broker API).
 
 The controller tells this broker which partitions it leads and which it follows. A
 request from an older controller epoch is refused with STALE_CONTROLLER_EPOCH, and a
@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
-
-API_KEY = 4
-API_NAME = "LeaderAndIsr"
-VERSIONS = (0, 0)
+from protocol.messages import leader_and_isr as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
@@ -28,3 +26,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         code = await broker.apply_partition_state(ps, leaders)
         errors.append({"topic_name": ps["topic_name"], "partition_index": ps["partition_index"], "error_code": code})
     return {"error_code": 0, "partition_errors": errors}
+
+
+register(messages, handle)

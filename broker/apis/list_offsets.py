@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), versions 0-1.
+"""ListOffsets, versions 0-1.
 
 Timestamps -2 (earliest) and -1 (latest) are served. Consumers get the high watermark
 as "latest", followers (replica_id >= 0) the log end. Departure from Kafka: there is no
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
+from protocol.messages import list_offsets as messages
 
-API_KEY = 2
-API_NAME = "ListOffsets"
-VERSIONS = (0, 1)
 LATEST = -1
 EARLIEST = -2
 
@@ -51,3 +50,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 out["offset"] = offset
         topics.append({"name": name, "partitions": parts})
     return {"topics": topics}
+
+
+register(messages, handle)

@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0-2 (Kafka 0.10.1's table), answered from the metadata cache.
+"""Metadata, versions 0-2 (Kafka 0.10.1's table), answered from the metadata cache.
 
 v0: an empty topic list means all topics; v1+: null means all, empty means none.
 Unknown topics are auto-created when `auto.create.topics.enable` is true and the name is
@@ -11,13 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis.admin import AdminError, TopicSpec
+from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.metadata import topic_name_error
 from protocol.errors import ErrorCode
-
-API_KEY = 3
-API_NAME = "Metadata"
-VERSIONS = (0, 2)
+from protocol.messages import metadata as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
@@ -60,3 +58,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                for b in sorted(md.brokers.values(), key=lambda b: b.broker_id)]
     return {"brokers": brokers, "cluster_id": broker.cluster_id, "controller_id": md.controller_id,
             "topics": topics}
+
+
+register(messages, handle)

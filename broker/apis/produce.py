@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 0-2 (Kafka 0.10.1's table).
+"""Produce, versions 0-2 (Kafka 0.10.1's table).
 
 Record sets arrive as magic 0/1 message sets, or as RecordBatch v2 from aiokafka's
 producer even inside Produce v2; protocol.records validates them, assigns offsets and
@@ -20,14 +20,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.metadata import topic_name_error
 from protocol.errors import ErrorCode
 from protocol.fast import decode_produce_request
-
-API_KEY = 0
-API_NAME = "Produce"
-VERSIONS = (0, 2)
+from protocol.messages import produce as messages
 
 
 def decode(buf: memoryview, version: int) -> dict[str, Any]:
@@ -81,3 +79,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     ctx.hold_ms = throttle_ms
     return {"responses": [{"name": n, "partition_responses": ps} for n, ps in results.items()],
             "throttle_time_ms": throttle_ms}
+
+
+register(messages, handle, decode)

@@ -1,15 +1,13 @@
-"""StopReplica (key 5), version 0: stop fetching a partition, and delete it if asked."""
+"""StopReplica, version 0: stop fetching a partition, and delete it if asked."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
-
-API_KEY = 5
-API_NAME = "StopReplica"
-VERSIONS = (0, 0)
+from protocol.messages import stop_replica as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
@@ -24,3 +22,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         broker.replicas.stop_replica(tp[0], tp[1], delete)
         errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": 0})
     return {"error_code": 0, "partition_errors": errors}
+
+
+register(messages, handle)

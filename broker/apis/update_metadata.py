@@ -1,15 +1,13 @@
-"""UpdateMetadata (key 6), versions 0-2: the controller refreshes this broker's metadata cache."""
+"""UpdateMetadata, versions 0-2: the controller refreshes this broker's metadata cache."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
-
-API_KEY = 6
-API_NAME = "UpdateMetadata"
-VERSIONS = (0, 2)
+from protocol.messages import update_metadata as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
@@ -19,3 +17,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     broker.metadata.update(request)
     broker.metadata_changed()
     return {"error_code": 0}
+
+
+register(messages, handle)
