@@ -11,11 +11,13 @@ import asyncio
 import collections
 import itertools
 import struct
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.framing import frame
+from protocol.messages.types import Api, RequestT, ResponseT
 from protocol.schema import flexible, request_codec, response_codec
 
 _SIZE = struct.Struct(">i")
@@ -24,7 +26,7 @@ API_VERSIONS = ApiKey.API_VERSIONS
 FETCH_KEY = ApiKey.FETCH
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def _uvarint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     shift = value = 0
     while True:
         if pos >= len(buf) or shift > 28:
@@ -37,7 +39,7 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def response_header_size(api_key: int, version: int, data: bytes) -> int:
+def response_header_size(api_key: int, version: int, data: bytes | bytearray | memoryview) -> int:
     """Response header v0 is the correlation id; v1 adds tagged fields (never for ApiVersions)."""
     if api_key == API_VERSIONS or not flexible(api_key, version, request=False):
         return 4
@@ -73,7 +75,7 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self.closed = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # create_connection makes a stream transport
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._body is None:
@@ -137,7 +139,7 @@ class KafkaConnection:
         self.port = port
         self.client_id = client_id
         self._ids = itertools.count(1)
-        self._pending: collections.deque[tuple[int, int, int, asyncio.Future[Any]]] = collections.deque()
+        self._pending: collections.deque[tuple[int, int, int, asyncio.Future[memoryview]]] = collections.deque()
         self._protocol: _FrameProtocol | None = None
         self._closed_exc: BaseException | None = None
 
@@ -157,13 +159,14 @@ class KafkaConnection:
             head += b"\x00"  # empty tagged fields of request header v2
         return head
 
-    async def send_raw(self, api_key: int, version: int, body: bytes, expect_response: bool = True) -> bytes | None:
-        """Send an encoded body; return the encoded response body (header stripped)."""
+    async def send_raw(self, api_key: int, version: int, body: bytes,
+                       expect_response: bool = True) -> memoryview | None:
+        """Send an encoded body; return the encoded response body (header stripped), a view of its frame."""
         proto = self._protocol
         if proto is None or proto.transport is None or self._closed_exc is not None:
             raise ConnectionError(f"connection to {self.host}:{self.port} is closed") from self._closed_exc
         correlation_id = next(self._ids) & 0x7FFFFFFF
-        fut: asyncio.Future[Any] | None = None
+        fut: asyncio.Future[memoryview] | None = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
             self._pending.append((correlation_id, api_key, version, fut))
@@ -175,11 +178,22 @@ class KafkaConnection:
             return None
         return await fut
 
-    async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float = 30) -> dict[str, Any]:
+    async def request(self, api_key: int, version: int, body: Mapping[str, Any],
+                      timeout: float = 30) -> dict[str, Any]:
         raw = await asyncio.wait_for(
             self.send_raw(api_key, version, request_codec(api_key, version).encode(body)), timeout)
         assert raw is not None
         return response_codec(api_key, version).decode(raw)
+
+    async def call(self, api: Api[RequestT, ResponseT], version: int, body: RequestT,
+                   timeout: float = 30) -> ResponseT:
+        """`request`, typed by protocol.messages.types: the body is checked, the response is a TypedDict.
+
+        Pass the body as a TypedDict value, `conn.call(types.LIST_OFFSETS, 1, types.ListOffsetsRequest(...))`
+        (mypy cannot infer the request type from a bare dict literal here).
+        """
+        # The codec decodes exactly the fields the declarations (and so the TypedDicts) list.
+        return cast(ResponseT, await self.request(api.key, version, body, timeout))
 
     def _on_frame(self, data: bytearray | memoryview) -> None:
         if not self._pending:

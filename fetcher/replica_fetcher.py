@@ -17,7 +17,7 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import NotRequired, Protocol, cast
 
 import structlog
 
@@ -25,17 +25,19 @@ from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_response
+from protocol.messages import types as T
+from protocol.messages.types import FetchRequest, FetchRequestTopic, FetchResponse
 from protocol.schema import request_codec
 
 log = structlog.get_logger()
 
-FETCH, LIST_OFFSETS = ApiKey.FETCH, ApiKey.LIST_OFFSETS
+FETCH = ApiKey.FETCH
 TP = tuple[str, int]
 
 
 class ReplicaSink(Protocol):
     def log_end_offset(self, tp: TP) -> int | None: ...
-    def append(self, tp: TP, records: bytes, leader_hw: int) -> int: ...
+    def append(self, tp: TP, records: bytes | memoryview, leader_hw: int) -> int: ...
     def truncate_to(self, tp: TP, offset: int) -> None: ...
     def restart_at(self, tp: TP, offset: int) -> None: ...
 
@@ -54,6 +56,12 @@ class FetchThrottle(Protocol):
 # Below this much budget a throttled partition waits rather than asking for crumbs.
 MIN_THROTTLED_FETCH = 16 * 1024
 THROTTLE_POLL_S = 0.05
+
+
+class PlannedFetch(FetchRequest):
+    """A Fetch request and the follower-quota bytes it reserved, to be popped before sending."""
+
+    _reserved: NotRequired[int]
 
 
 @dataclass
@@ -101,7 +109,7 @@ class ReplicaFetcher:
     def remove(self, tp: TP) -> None:
         self.partitions.pop(tp, None)
 
-    def build_request(self, now: float) -> dict[str, Any] | None:
+    def build_request(self, now: float) -> PlannedFetch | None:
         ready = [tp for tp, not_before in self.partitions.items() if not_before <= now]
         self._throttled_out = False
         if self.throttle is not None:
@@ -117,7 +125,7 @@ class ReplicaFetcher:
             return None
         self.rng.shuffle(wanted)
         self.last_request_order = [tp for tp, _ in wanted]
-        topics: list[dict[str, Any]] = []
+        topics: list[FetchRequestTopic] = []
         # Throttled, lagging partitions share what is left of the follower budget, in the
         # shuffled order; once it is spent they wait for the next request.
         budget = self.throttle.budget() if self.throttle is not None else float("inf")
@@ -200,14 +208,15 @@ class ReplicaFetcher:
                 if reserved and self.throttle is not None:
                     self.throttle.release(reserved)
 
-    async def _fetch(self, conn: KafkaConnection, request: dict[str, Any]) -> dict[str, Any]:
+    async def _fetch(self, conn: KafkaConnection, request: FetchRequest) -> FetchResponse:
         # Record sets stay zero-copy slices of the response frame all the way to the log write.
         raw = await asyncio.wait_for(conn.send_raw(FETCH, 3, request_codec(FETCH, 3).encode(request)),
                                      request["max_wait_ms"] / 1000 + 30)
         assert raw is not None
-        return decode_fetch_response(raw, 3)
+        # protocol.fast builds the dict FetchResponse describes (the tests hold it to the schema codec).
+        return cast(FetchResponse, decode_fetch_response(raw, 3))
 
-    async def _handle(self, conn: KafkaConnection, request: dict[str, Any], response: dict[str, Any]) -> None:
+    async def _handle(self, conn: KafkaConnection, request: FetchRequest, response: FetchResponse) -> None:
         asked = {(t["topic"], p["partition"]): p["fetch_offset"] for t in request["topics"] for p in t["partitions"]}
         for t in response["responses"]:
             for p in t["partitions"]:
@@ -233,12 +242,13 @@ class ReplicaFetcher:
 
     async def _out_of_range(self, conn: KafkaConnection, tp: TP) -> None:
         async def offset(ts: int) -> int:
-            resp = await conn.request(LIST_OFFSETS, 1, {"replica_id": self.settings.replica_id, "topics": [
-                {"name": tp[0], "partitions": [{"partition_index": tp[1], "timestamp": ts}]}]})
+            body = T.ListOffsetsRequest(replica_id=self.settings.replica_id, topics=[
+                {"name": tp[0], "partitions": [{"partition_index": tp[1], "timestamp": ts}]}])
+            resp = await conn.call(T.LIST_OFFSETS, 1, body)
             part = resp["topics"][0]["partitions"][0]
             if part["error_code"]:
                 raise RuntimeError(ErrorCode(part["error_code"]).name)
-            return int(part["offset"])
+            return part["offset"]
 
         try:
             leader_end = await offset(-1)

@@ -61,6 +61,7 @@ class _Cursor:
         return self.buf[p:p + size]
 
     def count(self, min_item: int) -> int:
+        n: int
         (n,) = _I.unpack_from(self.buf, self.need(4))
         if n < 0 or n * min_item > self.end - self.pos:
             raise ProtocolError(f"impossible array length {n}")

@@ -7,6 +7,7 @@ costs tens of times more per field than struct.
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid as _uuid
 
@@ -39,25 +40,32 @@ class Reader:
         return self.end - self.pos
 
     def int8(self) -> int:
-        return _I8.unpack_from(self.buf, self._take(1))[0]
+        v: int = _I8.unpack_from(self.buf, self._take(1))[0]
+        return v
 
     def int16(self) -> int:
-        return _I16.unpack_from(self.buf, self._take(2))[0]
+        v: int = _I16.unpack_from(self.buf, self._take(2))[0]
+        return v
 
     def int32(self) -> int:
-        return _I32.unpack_from(self.buf, self._take(4))[0]
+        v: int = _I32.unpack_from(self.buf, self._take(4))[0]
+        return v
 
     def int64(self) -> int:
-        return _I64.unpack_from(self.buf, self._take(8))[0]
+        v: int = _I64.unpack_from(self.buf, self._take(8))[0]
+        return v
 
     def uint16(self) -> int:
-        return _U16.unpack_from(self.buf, self._take(2))[0]
+        v: int = _U16.unpack_from(self.buf, self._take(2))[0]
+        return v
 
     def uint32(self) -> int:
-        return _U32.unpack_from(self.buf, self._take(4))[0]
+        v: int = _U32.unpack_from(self.buf, self._take(4))[0]
+        return v
 
     def float64(self) -> float:
-        return _F64.unpack_from(self.buf, self._take(8))[0]
+        v: float = _F64.unpack_from(self.buf, self._take(8))[0]
+        return v
 
     def bool(self) -> bool:
         return self.buf[self._take(1)] != 0
@@ -85,12 +93,12 @@ class Reader:
         p = self._take(n)
         return self.buf[p:p + n]
 
-    def _length(self, compact: bool, wide: bool) -> int:
+    def _length(self, compact: builtins.bool, wide: builtins.bool) -> int:
         if compact:
             return self.uvarint() - 1
         return self.int32() if wide else self.int16()
 
-    def string(self, compact: bool = False, nullable: bool = False) -> str | None:
+    def string(self, compact: builtins.bool = False, nullable: builtins.bool = False) -> str | None:
         n = self._length(compact, False)
         if n < 0:
             if n == -1 and nullable:
@@ -101,7 +109,7 @@ class Reader:
         except UnicodeDecodeError as e:
             raise ProtocolError("string is not UTF-8") from e
 
-    def bytes(self, compact: bool = False, nullable: bool = False) -> bytes | None:
+    def bytes(self, compact: builtins.bool = False, nullable: builtins.bool = False) -> bytes | None:
         n = self._length(compact, True)
         if n < 0:
             if n == -1 and nullable:
@@ -109,7 +117,7 @@ class Reader:
             raise ProtocolError(f"invalid bytes length {n}")
         return bytes(self.raw(n))
 
-    def array_length(self, compact: bool = False, nullable: bool = False, min_item_size: int = 1) -> int | None:
+    def array_length(self, compact: builtins.bool = False, nullable: builtins.bool = False, min_item_size: int = 1) -> int | None:
         n = self._length(compact, True)
         if n < 0:
             if n == -1 and nullable:
@@ -192,13 +200,13 @@ class Writer:
     def uvarint(self, v: int) -> None:
         self.parts.append(uvarint(v))
 
-    def _length(self, n: int, compact: bool, wide: bool) -> None:
+    def _length(self, n: int, compact: builtins.bool, wide: builtins.bool) -> None:
         if compact:
             self.parts.append(uvarint(n + 1))
         else:
             self.parts.append(_I32.pack(n) if wide else _I16.pack(n))
 
-    def string(self, v: str | None, compact: bool = False) -> None:
+    def string(self, v: str | None, compact: builtins.bool = False) -> None:
         if v is None:
             self._length(-1, compact, False)
             return
@@ -206,17 +214,17 @@ class Writer:
         self._length(len(b), compact, False)
         self.parts.append(b)
 
-    def bytes(self, v: bytes | bytearray | memoryview | None, compact: bool = False) -> None:
+    def bytes(self, v: bytes | bytearray | memoryview | None, compact: builtins.bool = False) -> None:
         if v is None:
             self._length(-1, compact, True)
             return
         self._length(len(v), compact, True)
         self.parts.append(bytes(v))
 
-    def array_length(self, n: int | None, compact: bool = False) -> None:
+    def array_length(self, n: int | None, compact: builtins.bool = False) -> None:
         self._length(-1 if n is None else n, compact, True)
 
-    def tagged_fields(self, fields: list[tuple[int, bytes]]) -> None:
+    def tagged_fields(self, fields: list[tuple[int, builtins.bytes]]) -> None:
         self.parts.append(uvarint(len(fields)))
         for tag, payload in sorted(fields):
             self.parts.append(uvarint(tag))

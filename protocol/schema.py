@@ -10,7 +10,7 @@ ProtocolError. The data path (Produce, Fetch) has its own struct codecs in proto
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
@@ -51,7 +51,8 @@ Decoder = Callable[[Reader], Any]
 
 def _scalar_decoder(t: str, flex: bool, nullable: bool) -> Decoder:
     if t in _FIXED:
-        return getattr(Reader, t)
+        read: Decoder = getattr(Reader, t)
+        return read
     if t == "string":
         return lambda r: r.string(flex, nullable)
     if t in ("bytes", "records"):
@@ -75,7 +76,7 @@ def _field_decoder(f: F, version: int, flex: bool) -> Decoder:
     return _scalar_decoder(f.type, flex, nullable)
 
 
-def _struct_decoder(fields: tuple[F, ...], version: int, flex: bool) -> Decoder:
+def _struct_decoder(fields: tuple[F, ...], version: int, flex: bool) -> Callable[[Reader], dict[str, Any]]:
     plain = [(f.name, _field_decoder(f, version, flex)) for f in fields if f.present(version) and f.tag is None]
     tagged = {f.tag: (f, _field_decoder(f, version, flex)) for f in fields
               if f.present(version) and f.tag is not None} if flex else {}
@@ -129,7 +130,7 @@ def _field_encoder(f: F, version: int, flex: bool) -> Encoder:
 
 def _struct_encoder(fields: tuple[F, ...], version: int, flex: bool) -> Encoder:
     plain = [(f.name, f, _field_encoder(f, version, flex)) for f in fields if f.present(version) and f.tag is None]
-    tagged = [(f.name, f, _field_encoder(f, version, flex)) for f in fields
+    tagged = [(f.tag, f, _field_encoder(f, version, flex)) for f in fields
               if f.present(version) and f.tag is not None] if flex else []
 
     def struct(w: Writer, d: dict[str, Any]) -> None:
@@ -138,13 +139,13 @@ def _struct_encoder(fields: tuple[F, ...], version: int, flex: bool) -> Encoder:
             enc(w, default_of(f, version) if v is _MISSING else v)
         if flex:
             present = []
-            for name, f, enc in tagged:
-                v = d.get(name, _MISSING)
+            for tag, f, enc in tagged:
+                v = d.get(f.name, _MISSING)
                 if v is _MISSING or v == default_of(f, version):
                     continue
                 sub = Writer()
                 enc(sub, v)
-                present.append((f.tag, sub.getvalue()))
+                present.append((tag, sub.getvalue()))
             w.tagged_fields(present)
     return struct
 
@@ -173,7 +174,7 @@ class Codec:
         except (ValueError, IndexError, OverflowError) as e:
             raise ProtocolError(f"malformed {MODULES[self.api_key].NAME} v{self.version}: {e}") from e
 
-    def encode(self, body: dict[str, Any]) -> bytes:
+    def encode(self, body: Mapping[str, Any]) -> bytes:
         w = Writer()
         self._encode(w, body)
         return w.getvalue()

@@ -134,4 +134,5 @@ def _lz4_decompress(data: bytes) -> bytes:
     good = (xxh32(data[4:end]) >> 8) & 0xFF
     if data[end] != good:
         data = data[:end] + bytes([good]) + data[end + 1:]
-    return lz4.frame.decompress(data)
+    out: bytes = lz4.frame.decompress(data)  # lz4 ships no type hints
+    return out

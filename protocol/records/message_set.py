@@ -101,6 +101,13 @@ def _key_value(buf: bytes | bytearray | memoryview, p: int, end: int) -> tuple[b
 
 class _Message:
     __slots__ = ("pos", "offset", "size", "crc", "magic", "attributes", "timestamp", "kv_at", "end")
+    # Unpacked by struct, which mypy sees as Any.
+    offset: int
+    size: int
+    crc: int
+    magic: int
+    attributes: int
+    timestamp: int
 
     def __init__(self, buf: bytes | bytearray | memoryview, pos: int, check_crc: bool) -> None:
         if pos + LOG_OVERHEAD > len(buf):
