@@ -135,7 +135,7 @@ def test_kafka_python_legacy_sets_validate(magic: int, codec: int) -> None:
 def test_our_sets_read_by_kafka_python(magic: int, codec: int) -> None:
     info = validate_and_assign(build_message_set(recs(9), magic=magic, codec=codec), 300, 0)
     mr = MemoryRecords(info.buffer)
-    got = []
+    got: list[tuple[int, bytes | None, bytes | None]] = []
     while (batch := mr.next_batch()) is not None:
         got.extend((r.offset, r.key, r.value) for r in batch)
     assert got == [(300 + i, k, v) for i, (k, v, _) in enumerate(recs(9))]
