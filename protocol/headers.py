@@ -4,7 +4,8 @@ The header is decoded before anything is known about the API, so an unknown key 
 never fails here: such a header is read as v1 and the dispatcher answers or closes. Request
 header v2 keeps client_id a classic nullable string (as Kafka does) and adds a tagged section.
 ApiVersions responses always use header v0, even at flexible versions, because a client
-must be able to read the answer before it knows what the broker speaks.
+must be able to read the answer before it knows what the broker speaks. The layouts are
+declared in protocol.layouts; the struct formats used here are derived from them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from protocol.api_keys import ApiKey
+from protocol.layouts import EMPTY_TAGGED_FIELDS, REQUEST_HEADER_FIXED, RESPONSE_HEADER
 from protocol.primitives import Reader
 from protocol.schema import declared_versions, flexible
 
@@ -35,8 +37,7 @@ class RequestHeader(NamedTuple):
 
 def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
     r = Reader(buf)
-    key, version, correlation_id = r.int16(), r.int16(), r.int32()
-    n = r.int16()
+    key, version, correlation_id, n = REQUEST_HEADER_FIXED.unpack(r.raw(REQUEST_HEADER_FIXED.size))
     if n < 0:
         client_id = None
     else:
@@ -51,5 +52,5 @@ def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestH
 
 def encode_response_header(correlation_id: int, api_key: int, version: int) -> bytes:
     if api_key != API_VERSIONS and flexible(api_key, version, request=False):
-        return correlation_id.to_bytes(4, "big", signed=True) + b"\x00"
-    return correlation_id.to_bytes(4, "big", signed=True)
+        return RESPONSE_HEADER.pack(correlation_id) + EMPTY_TAGGED_FIELDS
+    return RESPONSE_HEADER.pack(correlation_id)

@@ -233,6 +233,7 @@ class Writer:
 
 
 # ---- the wire forms, declared ------------------------------------------------------------------
+# (Fixed layouts built from these, such as the request and response headers, are in protocol.layouts.)
 
 UVarint = c.VarInt  # 7 bits per byte, little-endian groups, high bit = more
 String = c.PascalString(c.Int16sb, "utf8")
@@ -242,10 +243,3 @@ CompactLength = c.ExprAdapter(c.VarInt, decoder=lambda obj, ctx: obj - 1, encode
 CompactString = c.PascalString(CompactLength, "utf8")
 CompactBytes = c.Prefixed(CompactLength, c.GreedyBytes)
 TaggedFields = c.PrefixedArray(c.VarInt, c.Struct("tag" / c.VarInt, "data" / c.Prefixed(c.VarInt, c.GreedyBytes)))
-RequestHeaderV1 = c.Struct(
-    "api_key" / c.Int16sb, "api_version" / c.Int16sb, "correlation_id" / c.Int32sb,
-    "client_id_length" / c.Int16sb,
-    "client_id" / c.If(c.this.client_id_length >= 0, c.Bytes(c.this.client_id_length)),
-)
-ResponseHeaderV0 = c.Struct("correlation_id" / c.Int32sb)
-ResponseHeaderV1 = c.Struct("correlation_id" / c.Int32sb, "tagged_fields" / TaggedFields)

@@ -12,8 +12,11 @@ Offsets are assigned the way Kafka 0.10 does it, touching as little as possible:
   takes the absolute offset of its last inner message, so nothing is recompressed;
 - a magic-0 wrapper needs absolute inner offsets, so it is decompressed, renumbered and
   recompressed with the same codec.
-RecordBatch v2 input (magic 2, e.g. aiokafka's producer even inside Produce v2) is converted
-to uncompressed magic-1 messages; see protocol.records.record_batch.
+This module knows magic 0 and 1 only. RecordBatch v2 input (magic 2, e.g. aiokafka's producer
+even inside Produce v2) is converted to uncompressed magic-1 messages by protocol.records.records,
+the front that picks a codec by magic; protocol.records.record_batch parses it. The fixed
+layouts (entry head, message head) are declared in protocol.layouts; the struct formats, sizes
+and offsets below are derived from those declarations.
 """
 
 from __future__ import annotations
@@ -22,18 +25,34 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from protocol.layouts import (
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    LogEntryHead,
+    MessageV0Head,
+    MessageV1Head,
+    fixed,
+    offset_of,
+    size_of,
+)
 from protocol.records import compression
 from protocol.records.crc import crc32
 from protocol.records.errors import RecordsError
 
-_ENTRY = struct.Struct(">qi")  # offset, size
-_ENTRY_HEAD = struct.Struct(">qiIB")  # offset, size, then the message's crc and magic
-_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_OFFSET = struct.Struct(">q")
-LOG_OVERHEAD = 12
-MIN_MESSAGE = {0: 14, 1: 22}  # crc, magic, attributes, [timestamp], key length, value length
+_ENTRY = fixed(LogEntryHead)  # offset, size
+_OFFSET = fixed(LogEntryHead, "offset", "offset")
+_ENTRY_HEAD = fixed(MessageV0Head, last="magic")  # offset, size, then the message's crc and magic
+_HEAD = fixed(MessageV0Head, "crc", "attributes")  # crc, magic, attributes
+_HEAD_AT = offset_of(MessageV0Head, "crc")  # 12: the message, behind its entry head
+_CRC = fixed(MessageV0Head, "crc", "crc")
+_MAGIC_ATTRIBUTES = fixed(MessageV0Head, "magic", "attributes")
+_MAGIC_ATTRIBUTES_TIMESTAMP = fixed(MessageV1Head, "magic", "timestamp")
+_TIMESTAMP = fixed(MessageV1Head, "timestamp", "timestamp")
+_TIMESTAMP_AT = offset_of(MessageV1Head, "timestamp")  # 18
+_KEY_AT_V0, _KEY_AT_V1 = size_of(MessageV0Head), size_of(MessageV1Head)  # 18, 26: the key length
+_I32 = struct.Struct(">i")  # key and value lengths (protocol.layouts.NullableBytes)
+# crc, magic, attributes, [timestamp], key length, value length
+MIN_MESSAGE = {0: _KEY_AT_V0 - LOG_OVERHEAD + 2 * _I32.size, 1: _KEY_AT_V1 - LOG_OVERHEAD + 2 * _I32.size}
 CODEC_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
 NO_TIMESTAMP = -1
@@ -71,10 +90,6 @@ def scan_entries(buf: bytes | bytearray | memoryview, start: int = 0) -> Iterato
             return
         yield pos, offset, LOG_OVERHEAD + size
         pos += LOG_OVERHEAD + size
-
-
-def _magic_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
-    return buf[pos + 16] if pos + 16 < len(buf) else -1
 
 
 def _key_value(buf: bytes | bytearray | memoryview, p: int, end: int) -> tuple[bytes | None, bytes | None]:
@@ -117,20 +132,19 @@ class _Message:
         self.end = pos + LOG_OVERHEAD + self.size
         if self.size < MIN_MESSAGE[0] or self.end > len(buf):
             raise RecordsError.corrupt(f"bad message size {self.size} at {pos}")
-        self.crc, self.magic, self.attributes = _HEAD.unpack_from(buf, pos + LOG_OVERHEAD)
+        self.crc, self.magic, self.attributes = _HEAD.unpack_from(buf, pos + _HEAD_AT)
         if self.magic not in (0, 1):
             raise RecordsError.corrupt(f"unknown magic {self.magic}")
         if self.size < MIN_MESSAGE[self.magic]:
             raise RecordsError.corrupt(f"message of {self.size} bytes is too short for magic {self.magic}")
-        body = pos + LOG_OVERHEAD + 4
-        if check_crc and crc32(buf[body:self.end]) != self.crc:
+        if check_crc and crc32(buf[pos + MAGIC_OFFSET:self.end]) != self.crc:
             raise RecordsError.corrupt(f"CRC mismatch in message at offset {self.offset}")
         if self.magic == 1:
-            (self.timestamp,) = _I64.unpack_from(buf, body + 2)
-            self.kv_at = body + 10
+            (self.timestamp,) = _TIMESTAMP.unpack_from(buf, pos + _TIMESTAMP_AT)
+            self.kv_at = pos + _KEY_AT_V1
         else:
             self.timestamp = NO_TIMESTAMP
-            self.kv_at = body + 2
+            self.kv_at = pos + _KEY_AT_V0
 
     @property
     def codec(self) -> int:
@@ -141,9 +155,10 @@ class _Message:
 
 
 def _encode_message(magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
-    parts = [struct.pack(">bb", magic, attributes)]
     if magic == 1:
-        parts.append(_I64.pack(timestamp))
+        parts = [_MAGIC_ATTRIBUTES_TIMESTAMP.pack(magic, attributes, timestamp)]
+    else:
+        parts = [_MAGIC_ATTRIBUTES.pack(magic, attributes)]
     for b in (key, value):
         if b is None:
             parts.append(_I32.pack(-1))
@@ -151,7 +166,7 @@ def _encode_message(magic: int, attributes: int, timestamp: int, key: bytes | No
             parts.append(_I32.pack(len(b)))
             parts.append(bytes(b))
     body = b"".join(parts)
-    return struct.pack(">I", crc32(body)) + body
+    return _CRC.pack(crc32(body)) + body
 
 
 def encode_entry(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None,
@@ -191,18 +206,14 @@ def _inner_messages(buf: bytes, check_crc: bool, wrapper_magic: int) -> list[_Me
 
 
 def validate_and_assign(data: bytes | bytearray | memoryview, base_offset: int | None, now_ms: int) -> AppendInfo:
-    """Checks every message and, for a leader append, assigns offsets from base_offset.
+    """Checks every magic 0/1 message and, for a leader append, assigns offsets from base_offset.
 
     With base_offset None (a follower append) offsets are kept as the leader assigned them.
+    Record batches (magic 2) are refused here; protocol.records.records.validate_and_assign
+    converts them first.
     """
     if len(data) == 0:
         raise RecordsError.corrupt("empty record set")
-    if _magic_at(data, 0) == 2:
-        from protocol.records.record_batch import batches_to_message_set
-
-        if base_offset is None:
-            raise RecordsError.corrupt("a follower log holds magic 1, not record batches")
-        data = batches_to_message_set(data, base_offset)
     out = bytearray(data)
     next_offset = base_offset
     first = last = None
@@ -269,37 +280,38 @@ def validate_and_assign(data: bytes | bytearray | memoryview, base_offset: int |
     return AppendInfo(bytes(out), first, last, count, max_ts, codec, magic)
 
 
+def decode_entry(buf: memoryview, pos: int) -> tuple[list[Record], int] | None:
+    """Records of the magic 0/1 entry at pos (a compressed wrapper flattened to absolute offsets)
+    and the position after it; None when the entry is cut off."""
+    if pos + LOG_OVERHEAD > len(buf):
+        return None
+    _, size = _ENTRY.unpack_from(buf, pos)
+    if pos + LOG_OVERHEAD + size > len(buf):
+        return None
+    m = _Message(buf, pos, True)
+    key, value = m.key_value(buf)
+    if m.codec == compression.NONE:
+        return [Record(m.offset, m.timestamp, key, value)], m.end
+    inner_buf = compression.decompress(m.codec, value or b"")
+    inner = _inner_messages(inner_buf, True, m.magic)
+    n = len(inner)
+    out = []
+    for im in inner:
+        abs_offset = im.offset if m.magic == 0 else m.offset - (n - 1) + im.offset
+        k, v = im.key_value(inner_buf)
+        out.append(Record(abs_offset, im.timestamp, k, v))
+    return out, m.end
+
+
 def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
-    """Every record, compressed wrappers flattened to absolute offsets; a cut-off tail is ignored."""
+    """Every record of a magic 0/1 set, compressed wrappers flattened to absolute offsets; a
+    cut-off tail is ignored. (protocol.records.records.decode_records also reads magic 2.)"""
     buf = memoryview(data)
     out: list[Record] = []
     pos = 0
-    while pos + LOG_OVERHEAD <= len(buf):
-        if _magic_at(buf, pos) == 2:
-            from protocol.records.record_batch import decode_batch
-
-            batch = decode_batch(buf, pos)
-            if batch is None:
-                break
-            records, pos = batch
-            out.extend(records)
-            continue
-        offset, size = _ENTRY.unpack_from(buf, pos)
-        if pos + LOG_OVERHEAD + size > len(buf):
-            break
-        m = _Message(buf, pos, True)
-        key, value = m.key_value(buf)
-        if m.codec == compression.NONE:
-            out.append(Record(m.offset, m.timestamp, key, value))
-        else:
-            inner_buf = compression.decompress(m.codec, value or b"")
-            inner = _inner_messages(inner_buf, True, m.magic)
-            n = len(inner)
-            for im in inner:
-                abs_offset = im.offset if m.magic == 0 else m.offset - (n - 1) + im.offset
-                k, v = im.key_value(inner_buf)
-                out.append(Record(abs_offset, im.timestamp, k, v))
-        pos = m.end
+    while (entry := decode_entry(buf, pos)) is not None:
+        records, pos = entry
+        out.extend(records)
     return out
 
 
@@ -318,14 +330,15 @@ def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
     # One unpack per entry (offset, size, crc, magic) and locals only: this loop runs once per
     # replicated message, and every attribute lookup in it showed up in the follower's profile.
     unpack, crc, min_size, head = _ENTRY_HEAD.unpack_from, crc32, MIN_MESSAGE[0], _ENTRY_HEAD.size
+    overhead, crc_from = LOG_OVERHEAD, MAGIC_OFFSET
     while pos + head <= end:
         offset, size, stored, magic = unpack(view, pos)
-        nxt = pos + LOG_OVERHEAD + size
+        nxt = pos + overhead + size
         if nxt > end:
             break
         if size < min_size:
             raise RecordsError.corrupt(f"bad message size {size} at offset {offset}")
-        if magic > 1 or offset <= last or crc(view[pos + 16:nxt]) != stored:
+        if not 0 <= magic <= 1 or offset <= last or crc(view[pos + crc_from:nxt]) != stored:
             if offset <= last:
                 raise RecordsError.corrupt("offsets are not increasing")
             raise RecordsError.corrupt(f"CRC or magic mismatch at offset {offset}")

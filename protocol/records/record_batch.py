@@ -1,35 +1,41 @@
-"""RecordBatch v2 (magic 2) decoding, and its conversion to magic-1 messages for the log.
+"""RecordBatch v2 (magic 2) parsing.
 
 The served table is Kafka 0.10.1's, whose log format is magic 1, but aiokafka's producer sends
-magic-2 batches even inside Produce v2. They are checked (CRC32C over attributes..end),
-decompressed, and rewritten as uncompressed magic-1 messages with CreateTime timestamps;
-record headers, which magic 1 cannot carry, are dropped. Transactional and control batches
-need a newer message format and are refused.
+magic-2 batches even inside Produce v2. They are checked (CRC32C over attributes..end) and
+decompressed here, and protocol.records.records rewrites their records as uncompressed magic-1
+messages with CreateTime timestamps; record headers, which magic 1 cannot carry, are dropped.
+Transactional and control batches need a newer message format and are refused.
 
-Batch header: baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8,
-crc uint32, attributes int16, lastOffsetDelta int32, firstTimestamp int64, maxTimestamp int64,
-producerId int64, producerEpoch int16, baseSequence int32, recordCount int32 (61 bytes).
+The 61-byte batch header (baseOffset .. recordCount) is declared in
+protocol.layouts.RecordBatchHeader; the struct format, size and offsets here are derived from it.
 """
 
 from __future__ import annotations
 
-import struct
-
 import crc32c
 
 from protocol.errors import ErrorCode
+from protocol.layouts import (
+    RECORD_BATCH_CRC_FROM,
+    RECORD_BATCH_HEADER,
+    RECORD_BATCH_HEADER_SIZE,
+    RecordBatchHeader,
+    offset_of,
+)
 from protocol.primitives import Reader
 from protocol.records import compression
 from protocol.records.errors import RecordsError
-from protocol.records.message_set import Record, encode_entry
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = _HEADER.size  # 61
+_HEADER = RECORD_BATCH_HEADER
+HEADER_SIZE = RECORD_BATCH_HEADER_SIZE  # 61
+_LENGTH_FROM = offset_of(RecordBatchHeader, "partition_leader_epoch")  # 12: batch_length counts from here
 _TRANSACTIONAL, _CONTROL = 0x10, 0x20
 
+# (offset, timestamp, key, value): the fields of protocol.records.message_set.Record
+BatchRecord = tuple[int, int, bytes | None, bytes | None]
 
-def _records(batch: memoryview, attributes: int, count: int, base_offset: int, first_ts: int
-             ) -> list[tuple[int, int, bytes | None, bytes | None]]:
+
+def _records(batch: memoryview, attributes: int, count: int, base_offset: int, first_ts: int) -> list[BatchRecord]:
     body = batch[HEADER_SIZE:]
     codec = attributes & 0x07
     if codec != compression.NONE:
@@ -60,52 +66,28 @@ def _records(batch: memoryview, attributes: int, count: int, base_offset: int, f
     return out
 
 
-def _parse(buf: memoryview, pos: int, strict: bool) -> tuple[list[tuple[int, int, bytes | None, bytes | None]],
-                                                            int] | None:
+def parse_batch(buf: memoryview, pos: int, strict: bool) -> tuple[list[BatchRecord], int] | None:
+    """Records of the batch at pos, with absolute offsets, and the position after the batch.
+
+    A cut-off batch raises when strict (a produce request), else gives None (a fetched tail).
+    """
     if pos + HEADER_SIZE > len(buf):
         if strict:
             raise RecordsError.corrupt("truncated record batch header")
         return None
     (base_offset, length, _epoch, magic, crc, attributes, _last_delta, first_ts, _max_ts, _pid, _pepoch, _seq,
      count) = _HEADER.unpack_from(buf, pos)
-    end = pos + 12 + length
-    if magic != 2 or length < HEADER_SIZE - 12 or count < 0:
+    end = pos + _LENGTH_FROM + length
+    if magic != 2 or length < HEADER_SIZE - _LENGTH_FROM or count < 0:
         raise RecordsError.corrupt("bad record batch header")
     if end > len(buf):
         if strict:
             raise RecordsError.corrupt("truncated record batch")
         return None
     batch = buf[pos:end]
-    if crc32c.crc32c(batch[21:]) != crc:
+    if crc32c.crc32c(batch[RECORD_BATCH_CRC_FROM:]) != crc:
         raise RecordsError.corrupt("record batch CRC32C mismatch")
     if attributes & (_TRANSACTIONAL | _CONTROL):
         raise RecordsError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
                            "transactional and control batches need message format v2")
     return _records(batch, attributes, count, base_offset, first_ts), end
-
-
-def decode_batch(buf: memoryview, pos: int) -> tuple[list[Record], int] | None:
-    """Records of the batch at pos and the position after it; None when the batch is cut off."""
-    parsed = _parse(buf, pos, strict=False)
-    if parsed is None:
-        return None
-    records, end = parsed
-    return [Record(o, t, k, v) for o, t, k, v in records], end
-
-
-def batches_to_message_set(data: bytes | bytearray | memoryview, base_offset: int) -> bytes:
-    """Every batch in data as uncompressed magic-1 entries numbered from base_offset."""
-    buf = memoryview(data)
-    pos = 0
-    out = []
-    n = 0
-    while pos < len(buf):
-        parsed = _parse(buf, pos, strict=True)
-        assert parsed is not None
-        records, pos = parsed
-        for _, ts, key, value in records:
-            out.append(encode_entry(base_offset + n, 1, 0, ts, key, value))
-            n += 1
-    if not out:
-        raise RecordsError.corrupt("record batches without records")
-    return b"".join(out)

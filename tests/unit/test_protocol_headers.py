@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.headers import decode_request_header, encode_response_header
-from protocol.primitives import RequestHeaderV1
+from protocol.layouts import RequestHeaderV1
 
 
 def v1(key: int, version: int, corr: int, client: bytes | None) -> bytes:
@@ -25,7 +25,7 @@ def test_v1_header() -> None:
     assert (hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id) == (ApiKey.METADATA, 1, 77, "kcat")
     assert raw[at:] == b"BODY"
     parsed = RequestHeaderV1.parse(raw)
-    assert (parsed.api_key, parsed.correlation_id, parsed.client_id) == (ApiKey.METADATA, 77, b"kcat")
+    assert (parsed.request_api_key, parsed.correlation_id, parsed.client_id) == (ApiKey.METADATA, 77, b"kcat")
 
 
 def test_v2_header_skips_tagged_fields() -> None:

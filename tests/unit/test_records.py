@@ -14,7 +14,8 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from protocol.errors import ErrorCode
 from protocol.records import compression
 from protocol.records.errors import RecordsError
-from protocol.records.message_set import build_message_set, decode_records, scan_entries, validate_and_assign
+from protocol.records.message_set import build_message_set, scan_entries, shallow_validate
+from protocol.records.records import decode_records, validate_and_assign
 
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4]
 
@@ -134,7 +135,7 @@ def test_kafka_python_legacy_sets_validate(magic: int, codec: int) -> None:
 def test_our_sets_read_by_kafka_python(magic: int, codec: int) -> None:
     info = validate_and_assign(build_message_set(recs(9), magic=magic, codec=codec), 300, 0)
     mr = MemoryRecords(info.buffer)
-    got = []
+    got: list[tuple[int, bytes | None, bytes | None]] = []
     while (batch := mr.next_batch()) is not None:
         got.extend((r.offset, r.key, r.value) for r in batch)
     assert got == [(300 + i, k, v) for i, (k, v, _) in enumerate(recs(9))]
@@ -179,8 +180,6 @@ def test_xxh32_matches_the_reference(data: bytes, seed: int) -> None:
 
 
 def test_shallow_validate_checks_top_level_crcs_and_trims_the_tail() -> None:
-    from protocol.records.message_set import shallow_validate
-
     plain = validate_and_assign(build_message_set(recs(4), magic=1), 10, 0).buffer
     wrapped = validate_and_assign(build_message_set(recs(3), magic=1, codec=compression.LZ4), 14, 0).buffer
     data = plain + wrapped
@@ -191,3 +190,43 @@ def test_shallow_validate_checks_top_level_crcs_and_trims_the_tail() -> None:
     bad[len(plain) - 1] ^= 1
     with pytest.raises(RecordsError):
         shallow_validate(bad)
+
+
+def _batch(n: int, codec: int = 0) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, (k, v, t) in enumerate(recs(n)):
+        b.append(i, timestamp=t, key=k, value=v, headers=[])
+    return bytes(b.build())
+
+
+def test_front_reads_batches_and_messages_mixed_and_the_codecs_stay_apart() -> None:
+    """records.decode_records reads magic 2 batches too; message_set alone knows magic 0/1 only."""
+    from protocol.records import message_set
+
+    batch = _batch(3)
+    legacy = build_message_set(recs(2), magic=1, base_offset=3)
+    got = decode_records(batch + legacy)
+    assert [(r.offset, r.key, r.value) for r in got] == [(i, k, v) for i, (k, v, _) in enumerate(recs(3))] + [
+        (3 + i, k, v) for i, (k, v, _) in enumerate(recs(2))]
+    assert decode_records(batch[:-1]) == []  # a cut-off batch is a fetched tail
+    assert message_set.decode_records(legacy) == decode_records(legacy)
+    with pytest.raises(RecordsError):
+        message_set.validate_and_assign(batch, 0, 0)
+    with pytest.raises(RecordsError):
+        validate_and_assign(batch, None, 0)  # a follower never receives batches
+
+
+def test_no_codec_imports_the_other() -> None:
+    import ast
+    import pathlib
+
+    import protocol.records
+
+    root = pathlib.Path(protocol.records.__file__).parent
+    for name, other in [("message_set", "record_batch"), ("record_batch", "message_set")]:
+        tree = ast.parse((root / f"{name}.py").read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert not any(m and m.endswith(other) for m in imported), (name, imported)
