@@ -10,46 +10,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
-import struct
 from collections.abc import Mapping
 from typing import Any, cast
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.framing import frame
+from protocol.headers import encode_request_header, response_header_size
+from protocol.layouts import FRAME_SIZE
 from protocol.messages.types import Api, RequestT, ResponseT
-from protocol.schema import flexible, request_codec, response_codec
-
-_SIZE = struct.Struct(">i")
-_REQ_HEADER = struct.Struct(">hhi")
-API_VERSIONS = ApiKey.API_VERSIONS
-FETCH_KEY = ApiKey.FETCH
-
-
-def _uvarint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if pos >= len(buf) or shift > 28:
-            raise ProtocolError("bad unsigned varint in response header")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def response_header_size(api_key: int, version: int, data: bytes | bytearray | memoryview) -> int:
-    """Response header v0 is the correlation id; v1 adds tagged fields (never for ApiVersions)."""
-    if api_key == API_VERSIONS or not flexible(api_key, version, request=False):
-        return 4
-    count, pos = _uvarint(data, 4)
-    for _ in range(count):
-        _, pos = _uvarint(data, pos)
-        size, pos = _uvarint(data, pos)
-        pos += size
-    return pos
-
+from protocol.schema import request_codec, response_codec
 
 # A response larger than this is a broken stream, not a response (brokers cap theirs far lower).
 MAX_RESPONSE_BYTES = 1 << 30
@@ -87,7 +57,7 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         if self._body is None:
             if self._pos < 4:
                 return
-            (size,) = _SIZE.unpack(self._head)
+            (size,) = FRAME_SIZE.unpack(self._head)
             if not 4 <= size <= MAX_RESPONSE_BYTES:
                 self.conn._fail(ProtocolError(f"response size {size} is out of range"))
                 if self.transport is not None:
@@ -108,7 +78,7 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         to other requests (a ListOffsets sent while a response is being handled) never do.
         """
         pending = self.conn._pending
-        if not (self.conn.reuse_fetch_buffers and pending and pending[0][1] == FETCH_KEY):
+        if not (self.conn.reuse_fetch_buffers and pending and pending[0][1] == ApiKey.FETCH):
             return bytearray(size)
         if self._spare is None or len(self._spare) < size:
             self._spare = bytearray(size)
@@ -153,11 +123,7 @@ class KafkaConnection:
         return conn
 
     def _header(self, api_key: int, version: int, correlation_id: int) -> bytes:
-        cid = self.client_id.encode()
-        head = _REQ_HEADER.pack(api_key, version, correlation_id) + struct.pack(">h", len(cid)) + cid
-        if flexible(api_key, version, request=True):
-            head += b"\x00"  # empty tagged fields of request header v2
-        return head
+        return encode_request_header(api_key, version, correlation_id, self.client_id)
 
     async def send_raw(self, api_key: int, version: int, body: bytes,
                        expect_response: bool = True) -> memoryview | None:
@@ -200,7 +166,7 @@ class KafkaConnection:
             self._fail(ProtocolError("a response arrived with no request pending"))
             return
         correlation_id, api_key, version, fut = self._pending.popleft()
-        (got,) = _SIZE.unpack_from(data)
+        (got,) = FRAME_SIZE.unpack_from(data)
         if got != correlation_id:
             self._fail(ProtocolError(f"correlation id {got} does not match the expected {correlation_id}"))
             return

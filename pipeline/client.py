@@ -23,7 +23,8 @@ from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_response
-from protocol.records.message_set import Record, build_message_set, decode_records
+from protocol.records.message_set import Record, build_message_set
+from protocol.records.records import decode_records
 from protocol.schema import request_codec
 
 FETCH_VERSION = 3  # v3 (KIP-74) always returns the first message whole, so a read never stalls

@@ -1,4 +1,4 @@
-"""Request header v1/v2 and response header v0/v1.
+"""Request header v1/v2 and response header v0/v1, both sides (broker and client).
 
 The header is decoded before anything is known about the API, so an unknown key or version
 never fails here: such a header is read as v1 and the dispatcher answers or closes. Request
@@ -16,9 +16,6 @@ from protocol.api_keys import ApiKey
 from protocol.layouts import EMPTY_TAGGED_FIELDS, REQUEST_HEADER_FIXED, RESPONSE_HEADER
 from protocol.primitives import Reader
 from protocol.schema import declared_versions, flexible
-
-API_VERSIONS = ApiKey.API_VERSIONS
-
 
 _DECLARED = declared_versions()
 
@@ -50,7 +47,33 @@ def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestH
     return RequestHeader(key, version, correlation_id, client_id), r.pos
 
 
+def _flexible_response(api_key: int, version: int) -> bool:
+    return api_key != ApiKey.API_VERSIONS and flexible(api_key, version, request=False)
+
+
 def encode_response_header(correlation_id: int, api_key: int, version: int) -> bytes:
-    if api_key != API_VERSIONS and flexible(api_key, version, request=False):
+    if _flexible_response(api_key, version):
         return RESPONSE_HEADER.pack(correlation_id) + EMPTY_TAGGED_FIELDS
     return RESPONSE_HEADER.pack(correlation_id)
+
+
+# ---- the client side -------------------------------------------------------------------------
+
+
+def encode_request_header(api_key: int, version: int, correlation_id: int, client_id: str) -> bytes:
+    """Request header v1, or v2 (an empty tagged section) at the API's flexible versions."""
+    cid = client_id.encode()
+    head = REQUEST_HEADER_FIXED.pack(api_key, version, correlation_id, len(cid)) + cid
+    if flexible(api_key, version, request=True):
+        head += EMPTY_TAGGED_FIELDS
+    return head
+
+
+def response_header_size(api_key: int, version: int, data: bytes | bytearray | memoryview) -> int:
+    """Bytes of the response header at the start of `data` (a frame without its size prefix)."""
+    if not _flexible_response(api_key, version):
+        return RESPONSE_HEADER.size
+    r = Reader(data)
+    r.pos = RESPONSE_HEADER.size
+    r.tagged_fields()
+    return r.pos

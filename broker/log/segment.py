@@ -15,19 +15,21 @@ Every entry before `position` holds only offsets below the key, which is all a l
 from __future__ import annotations
 
 import os
-import struct
 import sys
 from array import array
 from bisect import bisect_right
 from pathlib import Path
 
+from protocol.layouts import LogEntryHead, MessageV0Head, fixed, size_of
 from protocol.records.crc import crc32
 
-HEADER = struct.Struct(">qi")
-HEADER_SIZE = HEADER.size  # 12: offset i64 + size i32
-_CRC = struct.Struct(">I")
-# crc(4) magic(1) attributes(1) key length(4) value length(4): the smallest v0 message.
-MIN_MESSAGE_SIZE = 14
+# Layouts are declared once, in protocol.layouts; these are the struct forms derived from them.
+HEADER = fixed(LogEntryHead)  # offset i64, size i32
+HEADER_SIZE = HEADER.size  # 12
+_CRC = fixed(MessageV0Head, "crc", "crc")
+# crc, magic, attributes, then the int32 lengths of a null key and a null value: the smallest
+# v0 message (14 bytes).
+MIN_MESSAGE_SIZE = size_of(MessageV0Head) - HEADER_SIZE + 2 * 4
 U32_MAX = 0xFFFFFFFF
 # Reads start at an index point at most ~index_interval bytes before the wanted entry, so one
 # pread of this size usually covers the whole forward scan.

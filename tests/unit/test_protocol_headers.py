@@ -10,8 +10,13 @@ from hypothesis import strategies as st
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
-from protocol.headers import decode_request_header, encode_response_header
-from protocol.layouts import RequestHeaderV1
+from protocol.headers import (
+    decode_request_header,
+    encode_request_header,
+    encode_response_header,
+    response_header_size,
+)
+from protocol.layouts import RequestHeaderV1, RequestHeaderV2
 
 
 def v1(key: int, version: int, corr: int, client: bytes | None) -> bytes:
@@ -62,3 +67,28 @@ def test_response_headers() -> None:
     assert encode_response_header(7, ApiKey.CREATE_TOPICS, 5) == struct.pack(">i", 7) + b"\x00"
     assert encode_response_header(7, ApiKey.CREATE_TOPICS, 4) == struct.pack(">i", 7)
     assert encode_response_header(-1, 999, 0) == struct.pack(">i", -1)
+
+
+@given(st.integers(0, 0x7FFFFFFF), st.text(max_size=40))
+def test_client_request_header_is_the_declared_layout(corr: int, client_id: str) -> None:
+
+    classic = encode_request_header(ApiKey.METADATA, 1, corr, client_id)
+    parsed = RequestHeaderV1.parse(classic)
+    assert (parsed.request_api_key, parsed.request_api_version, parsed.correlation_id,
+            parsed.client_id) == (ApiKey.METADATA, 1, corr, client_id.encode())
+    assert len(RequestHeaderV1.build(parsed)) == len(classic)
+    flexible = encode_request_header(ApiKey.CREATE_TOPICS, 5, corr, client_id)
+    assert RequestHeaderV2.build(RequestHeaderV2.parse(flexible)) == flexible
+    hdr, at = decode_request_header(flexible)
+    assert (hdr.api_key, hdr.correlation_id, hdr.client_id, at) == (ApiKey.CREATE_TOPICS, corr, client_id,
+                                                                     len(flexible))
+
+
+def test_client_skips_the_response_header_it_is_sent() -> None:
+
+    for key, version in ((ApiKey.METADATA, 1), (ApiKey.API_VERSIONS, 3), (ApiKey.CREATE_TOPICS, 5)):
+        assert response_header_size(key, version, encode_response_header(7, key, version) + b"BODY") == \
+            len(encode_response_header(7, key, version))
+    # A flexible response header with a tagged field the client does not know is skipped whole.
+    tagged = struct.pack(">i", 7) + b"\x01\x05\x03abc" + b"BODY"
+    assert response_header_size(ApiKey.CREATE_TOPICS, 5, tagged) == len(tagged) - 4
