@@ -79,20 +79,29 @@ class _Family:
 
 
 class Counter(_Family):
+    """prometheus_client's Counter; its label names are those of the first `inc` (others raise ValueError)."""
+
     def __init__(self, name: str, help_text: str) -> None:
         super().__init__(name, help_text)
         self._metric: prometheus_client.Counter | None = None
+        # The child per label set: `.labels()` validates and locks on every call, too slow for
+        # the per-request counters.
+        self._children: dict[LabelKey, prometheus_client.Counter] = {}
 
     def _empty(self) -> Metric:
         return CounterMetricFamily(self.name, self.help)
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
-        metric = self._metric
-        if metric is None:
-            # prometheus_client appends `_total` itself; registry=None: only this collector reports it.
-            metric = self._metric = prometheus_client.Counter(
-                self.name.removesuffix("_total"), self.help, sorted(labels), registry=None)
-        (metric.labels(**_bounded_labels(labels)) if labels else metric).inc(amount)
+        key = tuple(labels.items())
+        child = self._children.get(key)
+        if child is None:
+            if self._metric is None:
+                # prometheus_client appends `_total` itself; registry=None: only this collector reports it.
+                self._metric = prometheus_client.Counter(
+                    self.name.removesuffix("_total"), self.help, sorted(labels), registry=None)
+            child = self._children[key] = (self._metric.labels(**_bounded_labels(labels)) if labels
+                                           else self._metric)
+        child.inc(amount)
 
     def collect(self) -> Iterable[Metric]:
         if self._metric is None:
@@ -147,20 +156,27 @@ def _le(le: str) -> str:
 
 
 class Histogram(_Family):
+    """prometheus_client's Histogram; its label names are those of the first `observe` (others raise ValueError)."""
+
     def __init__(self, name: str, help_text: str, buckets: tuple[float, ...] = DEFAULT_BUCKETS) -> None:
         super().__init__(name, help_text)
         self.buckets = buckets
         self._metric: prometheus_client.Histogram | None = None
+        self._children: dict[LabelKey, prometheus_client.Histogram] = {}  # as in Counter
 
     def _empty(self) -> Metric:
         return HistogramMetricFamily(self.name, self.help)
 
     def observe(self, value: float, **labels: str) -> None:
-        metric = self._metric
-        if metric is None:
-            metric = self._metric = prometheus_client.Histogram(
-                self.name, self.help, sorted(labels), buckets=self.buckets, registry=None)
-        (metric.labels(**_bounded_labels(labels)) if labels else metric).observe(value)
+        key = tuple(labels.items())
+        child = self._children.get(key)
+        if child is None:
+            if self._metric is None:
+                self._metric = prometheus_client.Histogram(
+                    self.name, self.help, sorted(labels), buckets=self.buckets, registry=None)
+            child = self._children[key] = (self._metric.labels(**_bounded_labels(labels)) if labels
+                                           else self._metric)
+        child.observe(value)
 
     def collect(self) -> Iterable[Metric]:
         if self._metric is None:

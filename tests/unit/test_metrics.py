@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from broker.config import build_config
 from broker.metrics import MAX_LABEL_CHARS, Registry, bounded, serve_metrics
 from broker.server import Broker
@@ -173,3 +175,13 @@ async def test_the_endpoint_serves_the_exposition_from_the_loop() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+def test_label_names_are_fixed_by_the_first_use() -> None:
+    r = Registry()
+    c = r.counter("requests_total", "by API")
+    c.inc(api="Produce", version="1")
+    c.inc(version="1", api="Produce")  # the same series, whatever the keyword order
+    assert samples(r.render()) == {'minibroker_requests_total{api="Produce",version="1"}': 2.0}
+    with pytest.raises(ValueError):
+        c.inc(api="Fetch")
