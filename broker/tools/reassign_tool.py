@@ -12,6 +12,8 @@
              SumReplicaLag, the measured throttled rate, and KIP-73's MoveTime next to the
              time the measured progress predicts; it warns when a broker's throttle is at or
              below the produce rate into the partitions it receives (the move cannot finish).
+             On a terminal that is a rich progress bar redrawn in place; into a pipe or file,
+             plain lines for every round.
 
 Progress is read from each broker's metrics endpoint (named in its registration znode):
 log sizes and log end offsets of the moving replicas, partition_bytes_in_rate on the
@@ -27,6 +29,11 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+from rich.text import Text
 
 from broker.apis.admin import AdminError, assign_replicas
 from broker.controller.reassign_plan import (
@@ -243,19 +250,20 @@ async def snapshot(zk: ZkClient, running: Assignment) -> Snapshot:
     return snap
 
 
-def _bar(fraction: float, width: int = 30) -> str:
-    filled = int(round(max(0.0, min(fraction, 1.0)) * width))
-    return "[" + "#" * filled + "-" * (width - filled) + f"] {fraction * 100:5.1f}%"
+def copied_fraction(first: Snapshot, cur: Snapshot) -> float:
+    """How much of the bytes the destinations lacked at the first round they now hold."""
+    remaining = sum(cur.remaining.values())
+    start_remaining = sum(first.remaining.values()) or remaining
+    return max(0.0, min(1 - remaining / start_remaining, 1.0)) if start_remaining else 1.0
 
 
 def progress_line(first: Snapshot, prev: Snapshot, cur: Snapshot, total_partitions: int, done: int) -> list[str]:
     """The --watch report for one round, and warnings when the move cannot finish."""
     remaining = sum(cur.remaining.values())
-    start_remaining = sum(first.remaining.values()) or remaining
     dt = cur.at - prev.at
     progress_rate = (cur.copied - prev.copied) / dt if dt > 0 else 0.0
-    fraction = 1 - remaining / start_remaining if start_remaining else 1.0
-    lines = [f"{_bar(fraction)} {done}/{total_partitions} partitions done, {_mb(remaining)} remaining, "
+    lines = [f"{copied_fraction(first, cur) * 100:5.1f}% copied, {done}/{total_partitions} partitions done, "
+             f"{_mb(remaining)} remaining, "
              f"SumReplicaLag {cur.lag}, throttled rate {_mb(cur.throttled_rate)}/s, "
              f"progress {_mb(progress_rate)}/s"]
     if cur.remaining and cur.throttle:
@@ -407,20 +415,74 @@ async def verify(zk: ZkClient, args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-async def watch(zk: ZkClient, plan: Assignment, interval: float) -> None:
-    first = prev = None
-    while True:
-        running = await running_reassignment(zk)
-        running = {tp: r for tp, r in (running or {}).items() if tp in plan}
-        if not running:
-            print(f"{_bar(1.0)} {len(plan)}/{len(plan)} partitions done", flush=True)
+class WatchView:
+    """Where --watch reports go: a live rich progress bar on a terminal, plain lines otherwise.
+
+    On a terminal the bar and the latest report are redrawn in place each round. Into a pipe or
+    a file (scripts, CI logs, our tests) every round's report is written as plain lines, without
+    escape codes or rich's wrapping, so the output reads and greps as before.
+    """
+
+    def __init__(self, console: Console, total_partitions: int, live: bool | None = None) -> None:
+        self.console = console
+        self.total = total_partitions
+        self.live: Live | None = None
+        if live is None:
+            # A real terminal, not only rich's opinion: FORCE_COLOR in the environment makes rich
+            # treat a pipe as a terminal, and a pipe's reader wants every round's lines.
+            isatty = getattr(console.file, "isatty", None)
+            live = console.is_terminal and bool(isatty and isatty())
+        if live:
+            self.bar = Progress(TextColumn("reassignment"), BarColumn(), TaskProgressColumn(),
+                                TextColumn("{task.fields[partitions]}"), console=console)
+            self.task = self.bar.add_task("reassignment", total=1.0, partitions="")
+            self.live = Live(console=console, auto_refresh=False)
+            self.live.start()
+
+    def update(self, fraction: float, done: int, lines: list[str]) -> None:
+        if self.live is None:
+            for line in lines:
+                self.console.out(line, highlight=False)
             return
-        cur = await snapshot(zk, running)
-        first = first or cur
-        for line in progress_line(first, prev or cur, cur, len(plan), len(plan) - len(running)):
-            print(line, flush=True)
-        prev = cur
-        await asyncio.sleep(interval)
+        self.bar.update(self.task, completed=fraction, partitions=f"{done}/{self.total} partitions done")
+        report = Text()
+        for i, line in enumerate(lines):
+            report.append(("\n" if i else "") + line, style="bold red" if line.startswith("WARNING") else "")
+        self.live.update(Group(self.bar, report), refresh=True)
+
+    def finish(self) -> None:
+        done = f"{self.total}/{self.total} partitions done"
+        if self.live is None:
+            self.console.out(f"100.0% copied, {done}", highlight=False)
+            return
+        self.bar.update(self.task, completed=1.0, partitions=done)
+        self.live.update(self.bar, refresh=True)
+        self.close()
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+async def watch(zk: ZkClient, plan: Assignment, interval: float, console: Console | None = None) -> None:
+    view = WatchView(console or Console(), len(plan))
+    first = prev = None
+    try:
+        while True:
+            running = await running_reassignment(zk)
+            running = {tp: r for tp, r in (running or {}).items() if tp in plan}
+            if not running:
+                view.finish()
+                return
+            cur = await snapshot(zk, running)
+            first = first or cur
+            done = len(plan) - len(running)
+            view.update(copied_fraction(first, cur), done, progress_line(first, prev or cur, cur, len(plan), done))
+            prev = cur
+            await asyncio.sleep(interval)
+    finally:
+        view.close()
 
 
 async def run(args: argparse.Namespace) -> int:
