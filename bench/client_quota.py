@@ -23,8 +23,8 @@ import time
 import urllib.request
 
 from bench.common import OUT, cluster, create_topic, machine, progress, write_json
-from tests.cluster import configs
 from tests.integration.test_client_quota import consume_for, fill, log_size, paced_producer
+from tests.support.cluster import configs
 
 MB = 1_000_000
 RUN_S = 50

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from broker.zk.server import ZooKeeperServer
-from tests.brokers import ROOT, BrokerProcess, free_port
+from tests.support.brokers import ROOT, BrokerProcess, free_port
 
 OUT = ROOT / "bench" / "out"
 

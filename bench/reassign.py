@@ -52,8 +52,8 @@ from broker.controller.reassign_plan import move_time
 from broker.logs import configure as configure_logging
 from broker.zk.client import NoNodeError, ZkClient
 from protocol.records.message_set import decode_records
-from tests.cluster import partition_bytes, wait_for
 from tests.integration.test_throttle import SteadyProducer, create_assigned_on, produce_bytes
+from tests.support.cluster import partition_bytes, wait_for
 
 MB = 1_000_000
 PARTITIONS = 20

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.brokers import ROOT, BrokerProcess
+from tests.support.brokers import ROOT, BrokerProcess
 
 N_MESSAGES = 10_000
 

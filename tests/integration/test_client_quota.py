@@ -27,8 +27,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from fetcher.connection import KafkaConnection
 from protocol.records.message_set import build_message_set
-from tests.brokers import BrokerProcess, free_port
-from tests.cluster import configs, metric
+from tests.support.brokers import BrokerProcess, free_port
+from tests.support.cluster import configs, metric
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +150,7 @@ def _topics(b: BrokerProcess, topic: str) -> int:
     import subprocess
     import sys
 
-    from tests.brokers import ROOT
+    from tests.support.brokers import ROOT
     return subprocess.run([sys.executable, "-m", "broker", "topics", "--bootstrap-server", b.bootstrap, "--create",
                            "--topic", topic, "--partitions", "1", "--replication-factor", "1"],
                           cwd=str(ROOT), capture_output=True, timeout=60).returncode

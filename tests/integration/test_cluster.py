@@ -11,7 +11,7 @@ import time
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from tests.cluster import Cluster, partition_bytes, wait_identical_replicas
+from tests.support.cluster import Cluster, partition_bytes, wait_identical_replicas
 
 pytestmark = pytest.mark.integration
 

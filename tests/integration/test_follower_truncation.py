@@ -19,8 +19,8 @@ import pytest
 from broker.zk.client import ZkClient
 from fetcher.connection import KafkaConnection
 from protocol.records.message_set import scan_entries
-from tests.cluster import FAST, partition_bytes
 from tests.integration.test_single_broker import produce
+from tests.support.cluster import FAST, partition_bytes
 
 pytestmark = pytest.mark.integration
 

@@ -37,8 +37,8 @@ from types import TracebackType
 import pytest
 
 from fetcher.connection import KafkaConnection
-from tests.brokers import ROOT, BrokerProcess
-from tests.cluster import Cluster, configs, metric
+from tests.support.brokers import ROOT, BrokerProcess
+from tests.support.cluster import Cluster, configs, metric
 
 pytestmark = pytest.mark.integration
 

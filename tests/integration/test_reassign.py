@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.brokers import ROOT
-from tests.cluster import Cluster, metric, partition_bytes
 from tests.integration.test_throttle import (
     create_assigned,
     log_bytes,
@@ -27,6 +25,8 @@ from tests.integration.test_throttle import (
     sample_catch_up,
     steady_producer,
 )
+from tests.support.brokers import ROOT
+from tests.support.cluster import Cluster, metric, partition_bytes
 
 pytestmark = pytest.mark.integration
 

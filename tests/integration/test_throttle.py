@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from fetcher.connection import KafkaConnection
-from tests.cluster import Cluster, configs, metric, wait_identical_replicas
+from tests.support.cluster import Cluster, configs, metric, wait_identical_replicas
 
 pytestmark = pytest.mark.integration
 

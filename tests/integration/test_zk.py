@@ -11,7 +11,7 @@ import pytest
 
 from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, ZkClient
 from broker.zk.server import ZooKeeperServer
-from tests.zk_fixtures import TcpProxy, zk_connect
+from tests.support.zookeeper import TcpProxy, zk_connect
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from fetcher.connection import KafkaConnection
-from tests.brokers import ROOT, BrokerProcess
+from tests.support.brokers import ROOT, BrokerProcess
 
 CREATE_TOPICS, METADATA = 19, 3
 

@@ -22,8 +22,8 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from pipeline.partitioner import murmur2, partition_for_key  # noqa: E402
-from tests.brokers import free_port  # noqa: E402
 from tests.spark.conftest import create_topic, produce, topic_names  # noqa: E402
+from tests.support.brokers import free_port  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from broker.zk.client import NoNodeError, ZkClient
-from tests.brokers import ROOT, BrokerProcess, free_port
+from tests.support.brokers import ROOT, BrokerProcess, free_port
 
 # Short timings keep the ISR scenarios quick; the semantics are Kafka's, only the constants shrink.
 FAST = {
