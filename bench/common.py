@@ -6,7 +6,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -15,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from broker.zk.server import ZooKeeperServer
-from tests.support.brokers import ROOT, BrokerProcess, free_port
+from tests.support.brokers import BrokerProcess
+from tests.support.tools import ROOT
 
 OUT = ROOT / "bench" / "out"
 
@@ -44,22 +44,13 @@ def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]
     work = Path(tempfile.mkdtemp(prefix="minibroker-bench-"))
     zk = ZooKeeperServer(work / "zk")
     zk.start()
-    procs = []
-    for i in range(brokers):
-        mport = free_port()
-        b = BrokerProcess(work, i, zk.connect_string, {"metrics.listener": f"http://127.0.0.1:{mport}", **overrides})
-        b.metrics_url = f"http://127.0.0.1:{mport}/metrics"
-        procs.append(b)
-    procs[0].zk_connect_string = zk.connect_string
+    procs = [BrokerProcess(work, i, zk.connect_string, overrides, metrics=True) for i in range(brokers)]
     try:
+        # Ready means registered in ZooKeeper (broker.started), not just listening.
         for b in procs:
-            b.start()
-        # Listening comes before registering in ZooKeeper; wait until every broker is in.
-        deadline = time.monotonic() + 60
-        while not all("broker.started" in b.log() for b in procs):
-            if time.monotonic() > deadline:
-                raise RuntimeError("brokers did not register")
-            time.sleep(0.1)
+            b.start(wait=False)
+        for b in procs:
+            b.wait_ready(60)
         yield procs
     finally:
         for b in procs:
@@ -69,12 +60,6 @@ def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]
             progress(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-
-
-def create_topic(broker: BrokerProcess, name: str, partitions: int, replication_factor: int = 1) -> None:
-    subprocess.run([sys.executable, "-m", "broker", "topics", "--bootstrap-server", broker.bootstrap, "--create",
-                    "--topic", name, "--partitions", str(partitions), "--replication-factor",
-                    str(replication_factor)], check=True, cwd=str(ROOT), timeout=120)
 
 
 def write_json(name: str, data: dict) -> Path:

@@ -14,6 +14,7 @@ Writes bench/out/produce_consume.json and bench/out/produce_consume.png.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import socket
 import subprocess
 import threading
@@ -21,7 +22,8 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from bench.common import OUT, cluster, create_topic, machine, progress, write_json
+from bench.common import OUT, cluster, machine, progress, write_json
+from tests.support.topics import create_topic
 
 VALUE_SIZE = 100
 
@@ -131,7 +133,7 @@ def main() -> None:
     with cluster(1) as [broker]:
         for partitions in (1, 8):
             topic = f"bench-{partitions}"
-            create_topic(broker, topic, partitions)
+            asyncio.run(create_topic(broker, topic, partitions))
             progress(f"producing {n:,} x {VALUE_SIZE} B to {partitions} partition(s)")
             tp = produce(broker.bootstrap, topic, partitions, n)
             progress(f"consuming {n:,} from {partitions} partition(s)")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from tests.clients.conftest import N_MESSAGES, create_topic, expected_messages
+from tests.support.messages import N_MESSAGES, expected_messages
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.clients
 
@@ -14,7 +17,7 @@ pytestmark = pytest.mark.clients
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
 def test_confluent_round_trip(client_broker, acks: str, codec: str) -> None:  # noqa: ANN001
     topic = f"ck-{codec}-{acks}"
-    create_topic(client_broker, topic)
+    asyncio.run(create_topic(client_broker, topic))
     msgs = expected_messages(topic)
     failures: list[str] = []
 
