@@ -21,7 +21,7 @@ import asyncio
 import threading
 import time
 
-from bench.common import OUT, cluster, machine, progress, write_json
+from bench.common import cluster, machine, progress, save_figure, write_json
 from tests.support.metrics import samples, scrape
 from tests.support.replication import log_bytes
 from tests.support.tools import configs
@@ -147,9 +147,7 @@ def plot(clients: dict) -> None:
         ax.set_ylabel("MB/s")
         ax.legend(fontsize=7)
     axes[-1, 0].set_xlabel("seconds")
-    fig.tight_layout()
-    OUT.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT / "client_quota.png", dpi=110)
+    save_figure(fig, "client_quota", dpi=110)
 
 
 def main() -> None:

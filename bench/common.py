@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from broker.zk.server import ZooKeeperServer
-from tests.support.brokers import BrokerProcess
+from tests.support.brokers import BrokerProcess, start_together
 from tests.support.tools import ROOT
 
 OUT = ROOT / "bench" / "out"
@@ -46,11 +46,7 @@ def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]
     zk.start()
     procs = [BrokerProcess(work, i, zk.connect_string, overrides, metrics=True) for i in range(brokers)]
     try:
-        # Ready means registered in ZooKeeper (broker.started), not just listening.
-        for b in procs:
-            b.start(wait=False)
-        for b in procs:
-            b.wait_ready(60)
+        start_together(procs, 60)
         yield procs
     finally:
         for b in procs:
@@ -60,6 +56,15 @@ def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]
             progress(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def save_figure(fig, name: str, dpi: int = 100) -> Path:  # noqa: ANN001 - a matplotlib Figure
+    """The figure, laid out, as bench/out/<name>.png."""
+    fig.tight_layout()
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{name}.png"
+    fig.savefig(path, dpi=dpi)
+    return path
 
 
 def write_json(name: str, data: dict) -> Path:

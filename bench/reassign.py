@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import OUT, ROOT, cluster, machine, progress, write_json
+from bench.common import OUT, ROOT, cluster, machine, progress, save_figure, write_json
 from broker.controller.reassign_plan import move_time
 from broker.logs import configure as configure_logging
 from broker.zk.client import NoNodeError, ZkClient
@@ -422,9 +422,7 @@ def plot(results: list[dict]) -> None:
                      f"body {r['body_over_expected'] or 0:.2f}, {movetime}", fontsize=9)
         ax.legend(fontsize=7, loc="lower left")
     axes[-1, 0].set_xlabel("seconds since /admin/reassign_partitions was created")
-    fig.tight_layout()
-    OUT.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT / "reassign.png", dpi=100)
+    save_figure(fig, "reassign")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import argparse
 import asyncio
 import time
 
-from bench.common import OUT, cluster, machine, progress, write_json
+from bench.common import OUT, cluster, machine, progress, save_figure, write_json
 from bench.produce_consume import socket_pump
 from tests.support.replication import log_bytes
 from tests.support.topics import create_topic
@@ -85,8 +85,7 @@ def plot(data: dict) -> None:
     ax.set_title(f"catch-up {data['catch_up_mb_per_s']} MB/s "
                  f"(raw socket pump {data['raw_socket_pump_mb_per_s']} MB/s)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(OUT / "replication.png", dpi=100)
+    save_figure(fig, "replication")
 
 
 if __name__ == "__main__":

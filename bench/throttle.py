@@ -19,7 +19,7 @@ import argparse
 import asyncio
 import time
 
-from bench.common import OUT, cluster, machine, progress, write_json
+from bench.common import cluster, machine, progress, save_figure, write_json
 from tests.support.metrics import metric
 from tests.support.replication import log_bytes, set_throttle_rate, throttle_all_replicas
 from tests.support.topics import create_topic
@@ -143,9 +143,7 @@ def plot(results: list[dict]) -> None:
         ax.set_title(f"T = {r['label']}: {head}inner seconds {r['mean_over_T']:.3f} T", fontsize=10)
     axes[-1, 0].set_xlabel("seconds since broker 2 restarted")
     axes[0, 0].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    OUT.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT / "throttle.png", dpi=100)
+    save_figure(fig, "throttle")
 
 
 if __name__ == "__main__":

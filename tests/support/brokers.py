@@ -106,6 +106,14 @@ class BrokerProcess:
             self.proc.wait()
 
 
+def start_together(brokers: list[BrokerProcess], timeout: float = 30) -> None:
+    """Starts every broker at once, then waits until each has registered."""
+    for b in brokers:
+        b.start(wait=False)
+    for b in brokers:
+        b.wait_ready(timeout)
+
+
 @contextlib.contextmanager
 def chrooted_broker(workdir: Path, zk_connect: str, overrides: dict[str, str] | None = None) -> Iterator[BrokerProcess]:
     """A started broker 0 under its own ZooKeeper chroot (named after `workdir`); stopped at the end, cleanly.

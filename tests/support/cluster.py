@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.zk.client import ZkClient
-from tests.support.brokers import BrokerProcess
+from tests.support.brokers import BrokerProcess, start_together
 from tests.support.replication import partition_bytes
 from tests.support.tools import topics
 from tests.support.topics import create_topic
@@ -33,10 +33,7 @@ class Cluster:
         """`size` brokers with FAST timings and metrics, started together; ready once all are registered."""
         brokers = [BrokerProcess(workdir, i, zk_connect, FAST, metrics=True) for i in range(size)]
         try:
-            for b in brokers:
-                b.start(wait=False)
-            for b in brokers:
-                b.wait_ready()
+            start_together(brokers)
             zk = ZkClient(zk_connect, 6000)
             await zk.start()
         except BaseException:

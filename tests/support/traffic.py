@@ -11,6 +11,16 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 
+def produce_one(p: Producer, topic: str, value: bytes | None = None, poll: float = 0.05, **kwargs: Any) -> None:  # noqa: ANN401
+    """`p.produce(topic, value, **kwargs)`, serving callbacks for `poll` seconds while the local queue is full."""
+    while True:
+        try:
+            p.produce(topic, value, **kwargs)
+            return
+        except BufferError:
+            p.poll(poll)
+
+
 def produce_bytes(bootstrap: str, topic: str, partitions: int, total: int, size: int = 1000,
                   flush_timeout: float = 120, on_progress: Callable[[int], None] | None = None,
                   **conf: object) -> None:
@@ -22,12 +32,7 @@ def produce_bytes(bootstrap: str, topic: str, partitions: int, total: int, size:
                   "enable.idempotence": False, **conf})
     value = b"t" * size
     for i in range(total // size):
-        while True:
-            try:
-                p.produce(topic, value, partition=i % partitions)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_one(p, topic, value, partition=i % partitions)
         if on_progress is not None and i and i % 200_000 == 0:
             on_progress(i * size)
     assert p.flush(flush_timeout) == 0
@@ -49,12 +54,7 @@ def produce_messages(bootstrap: str, topic: str, messages: list[tuple[bytes | No
                   **conf})
     for key, value, partition in messages:
         kwargs = {} if partition is None else {"partition": partition}
-        while True:
-            try:
-                p.produce(topic, key=key, value=value, on_delivery=report, **kwargs)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_one(p, topic, value, key=key, on_delivery=report, **kwargs)
         p.poll(0)
     assert p.flush(120) == 0
     assert failures == [], failures[:5]
@@ -128,11 +128,8 @@ def paced_producer(bootstrap: str, client_id: str, topic: str, rate: float, seco
     while not stop.is_set() and time.monotonic() - start < seconds:
         due = (time.monotonic() - start) * rate
         while sent < due:
-            try:
-                p.produce(topic, value)
-                sent += len(value)
-            except BufferError:
-                p.poll(0.01)
+            produce_one(p, topic, value, 0.01)
+            sent += len(value)
         p.poll(0.01)
     p.flush(0)  # whatever is still queued is the throttled excess; not waited for
 
