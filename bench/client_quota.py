@@ -20,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import urllib.request
 
-from bench.common import OUT, cluster, create_topic, machine, progress, write_json
-from tests.cluster import configs
-from tests.integration.test_client_quota import consume_for, fill, log_size, paced_producer
+from bench.common import cluster, machine, progress, save_figure, write_json
+from tests.support.metrics import samples, scrape
+from tests.support.replication import log_bytes
+from tests.support.tools import configs
+from tests.support.topics import create_topic
+from tests.support.traffic import consume_for, paced_producer, produce_bytes
 
 MB = 1_000_000
 RUN_S = 50
@@ -45,14 +47,9 @@ def _per_second(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def broker_rates(url: str) -> dict[str, float]:
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("minibroker_client_byte_rate{"):
-            labels, value = line.rsplit(" ", 1)
-            cid = labels.split('client_id="', 1)[1].split('"', 1)[0]
-            out[cid] = float(value)
-    return out
+    """The broker's client_byte_rate gauge by client id."""
+    return {labels["client_id"]: value for labels, value in samples(scrape(url), "client_byte_rate")
+            if "client_id" in labels}
 
 
 def mean(series: list[tuple[float, float]], t0: float, t1: float) -> float:
@@ -74,15 +71,15 @@ def span_ratios(series: list[tuple[float, float]], quota: float) -> list[float]:
 
 async def run() -> dict:
     with cluster(1, **{"num.partitions": "1"}) as (b,):
-        zk = b.zk_connect_string
+        zk = b.zk_connect
         for cid, q in PRODUCERS.items():
-            create_topic(b, cid, 1)
+            await create_topic(b, cid, 1)
             assert configs(zk, "--entity-type", "clients", "--entity-name", cid, "--alter", "--add-config",
                            f"producer_byte_rate={q}").returncode == 0
-        create_topic(b, "bench-data", 1)
+        await create_topic(b, "bench-data", 1)
         total_fill = int(CONSUMER[1] * (RUN_S + 15))
         progress(f"filling bench-data with {total_fill / MB:.0f} MB for the consumer")
-        await asyncio.to_thread(fill, b.bootstrap, "bench-data", total_fill)
+        await asyncio.to_thread(produce_bytes, b.bootstrap, "bench-data", 1, total_fill)
         assert configs(zk, "--entity-type", "clients", "--entity-name", CONSUMER[0], "--alter", "--add-config",
                        f"consumer_byte_rate={CONSUMER[1]}").returncode == 0
         stop = threading.Event()
@@ -94,11 +91,11 @@ async def run() -> dict:
         tasks = [asyncio.ensure_future(j) for j in jobs]
         logs: dict[str, list[tuple[float, float]]] = {cid: [] for cid in PRODUCERS}
         gauges: dict[str, list[tuple[float, float]]] = {cid: [] for cid in [*PRODUCERS, CONSUMER[0]]}
-        base = {cid: log_size(b, cid) for cid in PRODUCERS}
+        base = {cid: log_bytes(b, cid) for cid in PRODUCERS}
         while time.monotonic() - start < RUN_S:
             t = time.monotonic() - start
             for cid in PRODUCERS:
-                logs[cid].append((t, log_size(b, cid) - base[cid]))
+                logs[cid].append((t, log_bytes(b, cid) - base[cid]))
             rates = await asyncio.to_thread(broker_rates, b.metrics_url)
             for cid in gauges:
                 gauges[cid].append((t, rates.get(cid, 0.0)))
@@ -150,9 +147,7 @@ def plot(clients: dict) -> None:
         ax.set_ylabel("MB/s")
         ax.legend(fontsize=7)
     axes[-1, 0].set_xlabel("seconds")
-    fig.tight_layout()
-    OUT.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT / "client_quota.png", dpi=110)
+    save_figure(fig, "client_quota", dpi=110)
 
 
 def main() -> None:

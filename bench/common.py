@@ -6,7 +6,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -15,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from broker.zk.server import ZooKeeperServer
-from tests.brokers import ROOT, BrokerProcess, free_port
+from tests.support.brokers import BrokerProcess, start_together
+from tests.support.tools import ROOT
 
 OUT = ROOT / "bench" / "out"
 
@@ -44,22 +44,9 @@ def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]
     work = Path(tempfile.mkdtemp(prefix="minibroker-bench-"))
     zk = ZooKeeperServer(work / "zk")
     zk.start()
-    procs = []
-    for i in range(brokers):
-        mport = free_port()
-        b = BrokerProcess(work, i, zk.connect_string, {"metrics.listener": f"http://127.0.0.1:{mport}", **overrides})
-        b.metrics_url = f"http://127.0.0.1:{mport}/metrics"
-        procs.append(b)
-    procs[0].zk_connect_string = zk.connect_string
+    procs = [BrokerProcess(work, i, zk.connect_string, overrides, metrics=True) for i in range(brokers)]
     try:
-        for b in procs:
-            b.start()
-        # Listening comes before registering in ZooKeeper; wait until every broker is in.
-        deadline = time.monotonic() + 60
-        while not all("broker.started" in b.log() for b in procs):
-            if time.monotonic() > deadline:
-                raise RuntimeError("brokers did not register")
-            time.sleep(0.1)
+        start_together(procs, 60)
         yield procs
     finally:
         for b in procs:
@@ -71,10 +58,13 @@ def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]
             shutil.rmtree(work, ignore_errors=True)
 
 
-def create_topic(broker: BrokerProcess, name: str, partitions: int, replication_factor: int = 1) -> None:
-    subprocess.run([sys.executable, "-m", "broker", "topics", "--bootstrap-server", broker.bootstrap, "--create",
-                    "--topic", name, "--partitions", str(partitions), "--replication-factor",
-                    str(replication_factor)], check=True, cwd=str(ROOT), timeout=120)
+def save_figure(fig, name: str, dpi: int = 100) -> Path:  # noqa: ANN001 - a matplotlib Figure
+    """The figure, laid out, as bench/out/<name>.png."""
+    fig.tight_layout()
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{name}.png"
+    fig.savefig(path, dpi=dpi)
+    return path
 
 
 def write_json(name: str, data: dict) -> Path:

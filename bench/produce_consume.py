@@ -14,6 +14,7 @@ Writes bench/out/produce_consume.json and bench/out/produce_consume.png.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import socket
 import subprocess
 import threading
@@ -21,7 +22,9 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from bench.common import OUT, cluster, create_topic, machine, progress, write_json
+from bench.common import cluster, machine, progress, save_figure, write_json
+from tests.support.topics import create_topic
+from tests.support.traffic import produce_one
 
 VALUE_SIZE = 100
 
@@ -73,12 +76,7 @@ def produce(bootstrap: str, topic: str, partitions: int, n: int) -> float:
 
     start = time.perf_counter()
     for i in range(n):
-        while True:
-            try:
-                p.produce(topic, value, partition=i % partitions, on_delivery=cb)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_one(p, topic, value, 0.01, partition=i % partitions, on_delivery=cb)
         if i % 100_000 == 0 and i:
             progress(f"  produced {i:,}")
     left = p.flush(120)
@@ -131,7 +129,7 @@ def main() -> None:
     with cluster(1) as [broker]:
         for partitions in (1, 8):
             topic = f"bench-{partitions}"
-            create_topic(broker, topic, partitions)
+            asyncio.run(create_topic(broker, topic, partitions))
             progress(f"producing {n:,} x {VALUE_SIZE} B to {partitions} partition(s)")
             tp = produce(broker.bootstrap, topic, partitions, n)
             progress(f"consuming {n:,} from {partitions} partition(s)")
@@ -167,9 +165,7 @@ def plot(data: dict) -> None:
     ax.set_ylabel("MB/s (100-byte values)")
     ax.set_yscale("log")
     ax.set_title("minibroker, one broker, confluent-kafka, acks=1")
-    fig.tight_layout()
-    OUT.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT / "produce_consume.png", dpi=100)
+    save_figure(fig, "produce_consume")
 
 
 if __name__ == "__main__":

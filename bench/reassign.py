@@ -38,22 +38,22 @@ import argparse
 import asyncio
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import OUT, ROOT, cluster, machine, progress, write_json
-from bench.replication import log_bytes
+from bench.common import OUT, ROOT, cluster, machine, progress, save_figure, write_json
 from broker.controller.reassign_plan import move_time
 from broker.logs import configure as configure_logging
 from broker.zk.client import NoNodeError, ZkClient
 from protocol.records.message_set import decode_records
-from tests.cluster import partition_bytes, wait_for
-from tests.integration.test_throttle import SteadyProducer, create_assigned_on, produce_bytes
+from tests.support.replication import log_bytes, partition_bytes
+from tests.support.tools import reassign
+from tests.support.topics import create_topic
+from tests.support.traffic import SteadyProducer, produce_bytes
+from tests.support.waiting import wait_for
 
 MB = 1_000_000
 PARTITIONS = 20
@@ -84,11 +84,6 @@ SCENARIOS = {s.name: s for s in [
     Scenario("one_to_two", [0], [1, 2]),
     Scenario("two_to_one", [0, 1], [2]),
 ]}
-
-
-def reassign(zk: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker", "reassign", "--zookeeper", zk, *args],
-                          cwd=str(ROOT), capture_output=True, text=True, timeout=120)
 
 
 def dir_bytes(broker, topic: str, p: int) -> int | None:  # noqa: ANN001
@@ -168,14 +163,14 @@ async def pending_partitions(zk: ZkClient) -> int:
 async def run(s: Scenario, backlog: int, tmp: Path, overrides: dict[str, str]) -> dict:
     started = time.monotonic()
     with cluster(3, **overrides) as brokers:
-        zk_connect = brokers[0].zk_connect_string
+        zk_connect = brokers[0].zk_connect
         bootstrap = ",".join(b.bootstrap for b in brokers)
         zk = ZkClient(zk_connect, 6000)
         await zk.start()
         producer: SteadyProducer | None = None
         thread: threading.Thread | None = None
         try:
-            await create_assigned_on(brokers[0].bootstrap, TOPIC, {p: list(s.source) for p in range(PARTITIONS)})
+            await create_topic(brokers[0], TOPIC, assignment={p: list(s.source) for p in range(PARTITIONS)})
             for p in range(PARTITIONS):
                 await wait_for(f"ISR {s.source} of {TOPIC}-{p}", lambda p=p: _isr_is(zk, p, set(s.source)), 30, 0.25)
             progress(f"[{s.name}] producing a {backlog / MB:,.0f} MB backlog onto {s.source}")
@@ -427,9 +422,7 @@ def plot(results: list[dict]) -> None:
                      f"body {r['body_over_expected'] or 0:.2f}, {movetime}", fontsize=9)
         ax.legend(fontsize=7, loc="lower left")
     axes[-1, 0].set_xlabel("seconds since /admin/reassign_partitions was created")
-    fig.tight_layout()
-    OUT.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT / "reassign.png", dpi=100)
+    save_figure(fig, "reassign")
 
 
 if __name__ == "__main__":

@@ -16,46 +16,14 @@ import argparse
 import asyncio
 import time
 
-from confluent_kafka import Producer
-
-from bench.common import OUT, cluster, machine, progress, write_json
+from bench.common import OUT, cluster, machine, progress, save_figure, write_json
 from bench.produce_consume import socket_pump
-from fetcher.connection import KafkaConnection
-from protocol.api_keys import ApiKey
+from tests.support.replication import log_bytes
+from tests.support.topics import create_topic
+from tests.support.traffic import produce_bytes
 
 MB = 1_000_000
 PARTITIONS = 8
-
-
-async def create_topic(bootstrap: str, topic: str) -> None:
-    host, port = bootstrap.split(":")
-    async with await KafkaConnection.open(host, int(port)) as c:
-        resp = await c.request(ApiKey.CREATE_TOPICS, 1, {"topics": [{
-            "name": topic, "num_partitions": -1, "replication_factor": -1,
-            "assignments": [{"partition_index": p, "broker_ids": [0, 1]} for p in range(PARTITIONS)],
-            "configs": []}], "timeout_ms": 30000})
-    assert resp["topics"][0]["error_code"] == 0, resp
-
-
-def produce(bootstrap: str, topic: str, total: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 50, "batch.size": 1_000_000,
-                  "queue.buffering.max.kbytes": 1_000_000, "enable.idempotence": False})
-    value = b"r" * 1024
-    n = total // 1024
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, value, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i and i % 200_000 == 0:
-            progress(f"  produced {i * 1024 / MB:,.0f} MB")
-    assert p.flush(300) == 0
-
-
-def log_bytes(broker, topic: str) -> int:  # noqa: ANN001
-    return sum(f.stat().st_size for f in broker.log_dir.glob(f"{topic}-*/*.log"))
 
 
 def main() -> None:
@@ -69,11 +37,13 @@ def main() -> None:
     total = args.backlog_mb * 1024 * 1024
     with cluster(2, **{"replica.fetch.max.bytes": str(args.fetch_max_bytes),
                        "replica.fetch.response.max.bytes": str(args.response_max_bytes)}) as (b0, b1):
-        asyncio.run(create_topic(b0.bootstrap, "backlog"))
+        asyncio.run(create_topic(b0, "backlog", assignment={p: [0, 1] for p in range(PARTITIONS)}))
         time.sleep(1)
         b1.stop()
         progress(f"producing a {args.backlog_mb} MiB backlog to broker 0")
-        produce(b0.bootstrap, "backlog", total)
+        produce_bytes(b0.bootstrap, "backlog", PARTITIONS, total, 1024, flush_timeout=300,
+                      on_progress=lambda n: progress(f"  produced {n / MB:,.0f} MB"),
+                      **{"linger.ms": 50, "batch.size": 1_000_000, "queue.buffering.max.kbytes": 1_000_000})
         target = log_bytes(b0, "backlog")
         progress(f"starting broker 1 to catch up {target / MB:,.0f} MB")
         b1.start(wait=False)
@@ -115,8 +85,7 @@ def plot(data: dict) -> None:
     ax.set_title(f"catch-up {data['catch_up_mb_per_s']} MB/s "
                  f"(raw socket pump {data['raw_socket_pump_mb_per_s']} MB/s)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(OUT / "replication.png", dpi=100)
+    save_figure(fig, "replication")
 
 
 if __name__ == "__main__":

@@ -17,56 +17,39 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
-import sys
 import time
-import urllib.request
 
-from bench.common import OUT, ROOT, cluster, machine, progress, write_json
-from bench.replication import log_bytes
-from tests.integration.test_throttle import create_assigned_on, produce_bytes
+from bench.common import cluster, machine, progress, save_figure, write_json
+from tests.support.metrics import metric
+from tests.support.replication import log_bytes, set_throttle_rate, throttle_all_replicas
+from tests.support.topics import create_topic
+from tests.support.traffic import produce_bytes
 
 MB = 1_000_000
 PARTITIONS = 20
 
 
 def gauge(url: str, name: str) -> float:
-    """The metric's value, summed over its label sets."""
+    """The metric's value, summed over its label sets (0 while the broker is not listening or has none)."""
     try:
-        text = urllib.request.urlopen(url, timeout=5).read().decode()
-    except OSError:
-        return 0.0  # the restarting broker is not listening yet
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(f"minibroker_{name} ") or line.startswith(f"minibroker_{name}{{"):
-            total += float(line.split()[-1])
-    return total
-
-
-def configs(zk: str, *args: str) -> None:
-    subprocess.run([sys.executable, "-m", "broker", "configs", "--zookeeper", zk, *args], check=True,
-                   cwd=str(ROOT), capture_output=True, timeout=60)
-
-
-def set_rate(zk: str, rate: int) -> None:
-    configs(zk, "--entity-type", "brokers", "--entity-default", "--alter", "--add-config",
-            f"leader.replication.throttled.rate={rate},follower.replication.throttled.rate={rate}")
+        return metric(url, name)
+    except (OSError, KeyError):
+        return 0.0
 
 
 def run(label: str, rate: int, change_to: int | None = None, change_after: float = 10.0) -> dict:
     backlog = int(rate * 25) if change_to is None else int(rate * change_after + change_to * 15)
     with cluster(3) as brokers:
         b0, _, b2 = brokers
-        zk = b0.zk_connect_string
-        asyncio.run(create_assigned_on(b0.bootstrap, "thr", {p: [p % 2, 2] for p in range(PARTITIONS)}))
+        zk = b0.zk_connect
+        asyncio.run(create_topic(b0, "thr", assignment={p: [p % 2, 2] for p in range(PARTITIONS)}))
         time.sleep(1.5)
         b2.stop()
         progress(f"[{label}] producing a {backlog / MB:,.0f} MB backlog")
         produce_bytes(",".join(b.bootstrap for b in brokers[:2]), "thr", PARTITIONS, backlog)
         target = log_bytes(brokers[0], "thr") + log_bytes(brokers[1], "thr")
-        configs(zk, "--entity-type", "topics", "--entity-name", "thr", "--alter", "--add-config",
-                "leader.replication.throttled.replicas=*,follower.replication.throttled.replicas=*")
-        set_rate(zk, rate)
+        throttle_all_replicas(zk, "thr")
+        set_throttle_rate(zk, rate)
         time.sleep(1)
         progress(f"[{label}] broker 2 catches up {target / MB:,.0f} MB at T = {rate / MB} MB/s")
         # Not waiting for registration: the first fetches follow it within milliseconds and
@@ -98,7 +81,7 @@ def run(label: str, rate: int, change_to: int | None = None, change_after: float
                                                 for b in brokers[:2])})
             last = now
             if not changed and t >= change_after:
-                set_rate(zk, change_to)
+                set_throttle_rate(zk, change_to)
                 changed = True
                 progress(f"[{label}] T changed to {change_to / MB} MB/s")
     # The mean over the move: the bytes moved over the time from the first byte to the last
@@ -160,9 +143,7 @@ def plot(results: list[dict]) -> None:
         ax.set_title(f"T = {r['label']}: {head}inner seconds {r['mean_over_T']:.3f} T", fontsize=10)
     axes[-1, 0].set_xlabel("seconds since broker 2 restarted")
     axes[0, 0].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    OUT.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT / "throttle.png", dpi=100)
+    save_figure(fig, "throttle")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,72 @@
-"""Shared fixtures: uvloop for every async test, a real ZooKeeper, real broker processes."""
+"""Shared fixtures: uvloop for every async test, a real ZooKeeper, real broker processes, a three-broker cluster.
+
+The helpers behind them live in `tests.support`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
 import uvloop
 
-from tests.brokers import *  # noqa: F403  (fixtures: broker, broker_factory)
-from tests.cluster import cluster  # noqa: F401  (fixture: three brokers)
-from tests.zk_fixtures import *  # noqa: F403  (fixtures: zk_server, zk_server_session)
+from broker.zk.server import ZooKeeperServer
+from tests.support.brokers import BrokerProcess
+from tests.support.cluster import Cluster
 
 
 def pytest_asyncio_loop_factories(config, item):  # noqa: ANN001, ANN201
     return {"uvloop": uvloop.new_event_loop}
+
+
+@pytest.fixture
+def zk_server(tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    server = ZooKeeperServer(tmp_path / "zookeeper")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def zk_server_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path, zk_server: ZooKeeperServer) -> Iterator[Callable[..., BrokerProcess]]:
+    """make(broker_id, start=True, metrics=False, **overrides): a broker on `zk_server`, killed at the end.
+
+    Overrides are broker properties with `_` for `.` (num_partitions="1").
+    """
+    started: list[BrokerProcess] = []
+
+    def make(broker_id: int = 0, start: bool = True, metrics: bool = False, **overrides: str) -> BrokerProcess:
+        props = {k.replace("_", "."): v for k, v in overrides.items()}
+        b = BrokerProcess(tmp_path, broker_id, zk_server.connect_string, props, metrics=metrics)
+        started.append(b)
+        if start:
+            b.start()
+        return b
+
+    yield make
+    for b in started:
+        b.kill()
+
+
+@pytest.fixture
+def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    return broker_factory(0)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path, zk_server: ZooKeeperServer) -> AsyncIterator[Cluster]:
+    """Three brokers (FAST timings, metrics on) on `zk_server`, all registered."""
+    c = await Cluster.start(tmp_path, zk_server.connect_string)
+    try:
+        yield c
+    finally:
+        await c.close()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from tests.clients.conftest import N_MESSAGES, create_topic, expected_messages
+from tests.support.messages import N_MESSAGES, expected_messages
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.clients
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.clients
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4"])
 async def test_aiokafka_round_trip(client_broker, acks, codec) -> None:  # noqa: ANN001
     topic = f"aio-{codec or 'none'}-{acks}"
-    create_topic(client_broker, topic)
+    await create_topic(client_broker, topic)
     msgs = expected_messages(topic)
     p = AIOKafkaProducer(bootstrap_servers=client_broker.bootstrap, acks=acks, compression_type=codec,
                          linger_ms=5, enable_idempotence=False)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from tests.clients.conftest import N_MESSAGES, create_topic, expected_messages
+from tests.support.messages import N_MESSAGES, expected_messages
+from tests.support.topics import create_topic
+from tests.support.traffic import produce_one
 
 pytestmark = pytest.mark.clients
 
@@ -14,7 +18,7 @@ pytestmark = pytest.mark.clients
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
 def test_confluent_round_trip(client_broker, acks: str, codec: str) -> None:  # noqa: ANN001
     topic = f"ck-{codec}-{acks}"
-    create_topic(client_broker, topic)
+    asyncio.run(create_topic(client_broker, topic))
     msgs = expected_messages(topic)
     failures: list[str] = []
 
@@ -25,12 +29,7 @@ def test_confluent_round_trip(client_broker, acks: str, codec: str) -> None:  # 
     p = Producer({"bootstrap.servers": client_broker.bootstrap, "acks": acks, "compression.codec": codec,
                   "linger.ms": 5, "enable.idempotence": False})
     for k, v in msgs:
-        while True:
-            try:
-                p.produce(topic, key=k, value=v, partition=0, on_delivery=delivered)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_one(p, topic, v, key=k, partition=0, on_delivery=delivered)
     assert p.flush(60) == 0
     assert failures == []
 

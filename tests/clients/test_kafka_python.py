@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from kafka import KafkaProducer
 
-from tests.clients.conftest import N_MESSAGES, create_topic, expected_messages, read_back_with_kafka_python
+from tests.support.messages import N_MESSAGES, expected_messages, read_back_with_kafka_python
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.clients
 
@@ -14,7 +17,7 @@ pytestmark = pytest.mark.clients
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4"])
 def test_kafka_python_round_trip(client_broker, acks, codec) -> None:  # noqa: ANN001
     topic = f"kp-{codec or 'none'}-{acks}"
-    create_topic(client_broker, topic)
+    asyncio.run(create_topic(client_broker, topic))
     msgs = expected_messages(topic)
     p = KafkaProducer(bootstrap_servers=client_broker.bootstrap, acks=acks, compression_type=codec,
                       linger_ms=5, request_timeout_ms=30_000)

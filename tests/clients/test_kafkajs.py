@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.conftest import N_MESSAGES, create_topic, expected_messages, read_back_with_kafka_python
+from tests.support.messages import N_MESSAGES, expected_messages, read_back_with_kafka_python
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.clients
 NODE_DIR = Path(__file__).parent / "node"
@@ -28,7 +30,7 @@ def kafkajs() -> Path:
 @pytest.mark.parametrize("codec", ["none", "gzip"])
 def test_kafkajs_produce(client_broker, kafkajs: Path, acks: int, codec: str) -> None:  # noqa: ANN001
     topic = f"kjs-{codec}-{acks}"
-    create_topic(client_broker, topic)
+    asyncio.run(create_topic(client_broker, topic))
     msgs = expected_messages(topic)
     payload = json.dumps([[k.decode(), v.decode()] for k, v in msgs])
     run = subprocess.run(["node", str(kafkajs), client_broker.bootstrap, topic, str(acks), codec],

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 
 import pytest
 
-from tests.clients.conftest import N_MESSAGES, create_topic, expected_messages
+from tests.support.messages import N_MESSAGES, expected_messages
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.clients
 
@@ -15,7 +17,7 @@ pytestmark = pytest.mark.clients
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
 def test_kcat_round_trip(client_broker, tmp_path, acks: str, codec: str) -> None:  # noqa: ANN001
     topic = f"kcat-{codec}-{acks}"
-    create_topic(client_broker, topic)
+    asyncio.run(create_topic(client_broker, topic))
     msgs = expected_messages(topic)
     src = tmp_path / "in.txt"
     src.write_bytes(b"".join(k + b"\t" + v + b"\n" for k, v in msgs))

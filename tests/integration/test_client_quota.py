@@ -23,13 +23,16 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 
 from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
 from protocol.records.message_set import build_message_set
-from tests.brokers import BrokerProcess, free_port
-from tests.cluster import configs, metric
+from tests.support.brokers import BrokerProcess
+from tests.support.metrics import metric, scrape
+from tests.support.replication import log_bytes
+from tests.support.tools import configs
+from tests.support.topics import create_topic
+from tests.support.traffic import consume_for, paced_producer, produce_bytes
 
 pytestmark = pytest.mark.integration
 
@@ -38,19 +41,12 @@ KB = 1000
 
 @pytest.fixture
 def quota_broker(broker_factory) -> BrokerProcess:  # noqa: ANN001
-    mport = free_port()
-    b = broker_factory(0, metrics_listener=f"http://127.0.0.1:{mport}", num_partitions="1")
-    b.metrics_url = f"http://127.0.0.1:{mport}/metrics"
-    return b
+    return broker_factory(0, metrics=True, num_partitions="1")
 
 
 def set_client(zk: str, *args: str) -> None:
     r = configs(zk, "--entity-type", "clients", *args)
     assert r.returncode == 0, r.stderr
-
-
-def log_size(b: BrokerProcess, topic: str) -> int:
-    return sum(f.stat().st_size for f in b.log_dir.glob(f"{topic}-*/*.log"))
 
 
 async def wait_quota(b: BrokerProcess, client_id: str, kind: str, value: float, timeout: float = 10) -> None:
@@ -76,32 +72,12 @@ async def own_produce(conn: KafkaConnection, topic: str, value_size: int = 1000,
     return await conn.request(ApiKey.PRODUCE, 2, produce_request(topic, value_size, count), 60)
 
 
-def paced_producer(bootstrap: str, client_id: str, topic: str, rate: float, seconds: float,
-                   stop: threading.Event) -> None:
-    """A confluent-kafka producer offering `rate` B/s of 1 KB messages for `seconds`."""
-    p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "acks": "1", "linger.ms": 5,
-                  "batch.size": 16384, "enable.idempotence": False})
-    value = b"p" * 1000
-    start = time.monotonic()
-    sent = 0
-    while not stop.is_set() and time.monotonic() - start < seconds:
-        due = (time.monotonic() - start) * rate
-        while sent < due:
-            try:
-                p.produce(topic, value)
-                sent += len(value)
-            except BufferError:
-                p.poll(0.01)
-        p.poll(0.01)
-    p.flush(0)  # whatever is still queued is the throttled excess; not waited for
-
-
 async def sample_growth(b: BrokerProcess, topics: list[str], start_after: float, span: float) -> dict[str, float]:
     """Bytes/s each topic's log grew over [start_after, start_after + span] from now."""
     await asyncio.sleep(start_after)
-    first = {t: log_size(b, t) for t in topics}
+    first = {t: log_bytes(b, t) for t in topics}
     await asyncio.sleep(span)
-    return {t: (log_size(b, t) - first[t]) / span for t in topics}
+    return {t: (log_bytes(b, t) - first[t]) / span for t in topics}
 
 
 async def test_produce_quota_holds_the_client_and_spares_the_other(quota_broker: BrokerProcess) -> None:
@@ -110,8 +86,8 @@ async def test_produce_quota_holds_the_client_and_spares_the_other(quota_broker:
     set_client(b.zk_connect, "--entity-name", "slow-producer", "--alter", "--add-config",
                f"producer_byte_rate={quota}")
     for t in ("slow", "fast"):
-        r = await asyncio.to_thread(_topics, b, t)
-        assert r == 0
+        r = await create_topic(b, t, check=False)
+        assert r["error_code"] == 0
     stop = threading.Event()
     # 3x its quota for the slow client; the fast one (no quota) offers the same 900 KB/s.
     jobs = [asyncio.to_thread(paced_producer, b.bootstrap, "slow-producer", "slow", 3 * quota, 30, stop),
@@ -146,45 +122,6 @@ async def test_produce_quota_holds_the_client_and_spares_the_other(quota_broker:
     assert throttles[0] > 0, throttles
 
 
-def _topics(b: BrokerProcess, topic: str) -> int:
-    import subprocess
-    import sys
-
-    from tests.brokers import ROOT
-    return subprocess.run([sys.executable, "-m", "broker", "topics", "--bootstrap-server", b.bootstrap, "--create",
-                           "--topic", topic, "--partitions", "1", "--replication-factor", "1"],
-                          cwd=str(ROOT), capture_output=True, timeout=60).returncode
-
-
-def fill(bootstrap: str, topic: str, total: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "enable.idempotence": False})
-    value = b"c" * 1000
-    for _ in range(total // 1000):
-        while True:
-            try:
-                p.produce(topic, value)
-                break
-            except BufferError:
-                p.poll(0.05)
-    assert p.flush(60) == 0
-
-
-def consume_for(bootstrap: str, client_id: str, topic: str, seconds: float, marks: list[tuple[float, int]]) -> None:
-    c = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": f"g-{client_id}",
-                  "enable.auto.commit": False, "fetch.max.bytes": 1_000_000, "max.partition.fetch.bytes": 65536})
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    start = time.monotonic()
-    try:
-        while time.monotonic() - start < seconds:
-            for m in c.consume(1000, 0.2):
-                if m.error() is None:
-                    got += len(m.value())
-            marks.append((time.monotonic() - start, got))
-    finally:
-        c.close()
-
-
 def rate_between(marks: list[tuple[float, int]], t0: float, t1: float) -> float:
     a = max((m for m in marks if m[0] <= t0), default=marks[0])
     z = max((m for m in marks if m[0] <= t1), default=marks[-1])
@@ -194,8 +131,8 @@ def rate_between(marks: list[tuple[float, int]], t0: float, t1: float) -> float:
 async def test_fetch_quota_holds_the_consumer_and_spares_the_other(quota_broker: BrokerProcess) -> None:
     b = quota_broker
     quota = 300 * KB
-    assert await asyncio.to_thread(_topics, b, "data") == 0
-    await asyncio.to_thread(fill, b.bootstrap, "data", 12_000_000)
+    assert (await create_topic(b, "data", check=False))["error_code"] == 0
+    await asyncio.to_thread(produce_bytes, b.bootstrap, "data", 1, 12_000_000)
     set_client(b.zk_connect, "--entity-name", "slow-consumer", "--alter", "--add-config",
                f"consumer_byte_rate={quota}")
     slow: list[tuple[float, int]] = []
@@ -224,7 +161,7 @@ async def test_fetch_quota_holds_the_consumer_and_spares_the_other(quota_broker:
 
 async def test_live_override_applies_within_two_seconds(quota_broker: BrokerProcess) -> None:
     b = quota_broker
-    assert await asyncio.to_thread(_topics, b, "live") == 0
+    assert (await create_topic(b, "live", check=False))["error_code"] == 0
     async with await KafkaConnection.open("127.0.0.1", b.port, client_id="live-client") as conn:
         for _ in range(20):  # about 2 MB, unthrottled
             assert (await own_produce(conn, "live"))["throttle_time_ms"] == 0
@@ -251,7 +188,7 @@ def rss_kb(pid: int) -> int:
 
 async def test_two_hundred_throttled_producers_keep_memory_bounded(quota_broker: BrokerProcess) -> None:
     b = quota_broker
-    assert await asyncio.to_thread(_topics, b, "many") == 0
+    assert (await create_topic(b, "many", check=False))["error_code"] == 0
     set_client(b.zk_connect, "--entity-default", "--alter", "--add-config", "producer_byte_rate=20000")
     assert b.proc is not None
     before = rss_kb(b.proc.pid)
@@ -290,7 +227,7 @@ async def test_bad_quota_values_are_refused_and_odd_client_ids_are_safe(quota_br
     from broker.zk.client import ZkClient
 
     b = quota_broker
-    assert await asyncio.to_thread(_topics, b, "odd") == 0
+    assert (await create_topic(b, "odd", check=False))["error_code"] == 0
     async with await KafkaConnection.open("127.0.0.1", b.port, client_id="victim") as conn:
         await own_produce(conn, "odd", 100, 1)
     set_client(b.zk_connect, "--entity-name", "victim", "--alter", "--add-config", "producer_byte_rate=70000")
@@ -320,8 +257,7 @@ async def test_bad_quota_values_are_refused_and_odd_client_ids_are_safe(quota_br
             assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
     set_client(b.zk_connect, "--entity-name", "with/slash", "--alter", "--add-config", "producer_byte_rate=60000")
     await wait_quota(b, "with/slash", "produce", 60000)
-    import urllib.request
-    text = urllib.request.urlopen(b.metrics_url, timeout=5).read().decode()
+    text = scrape(b)
     for line in text.splitlines():
         if line.startswith("minibroker_client_byte_rate{"):
             assert len(line) < 400, line[:100]

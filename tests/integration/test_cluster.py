@@ -9,37 +9,19 @@ import signal
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from tests.cluster import Cluster, partition_bytes, wait_identical_replicas
+from tests.support.cluster import Cluster, wait_identical_replicas
+from tests.support.replication import partition_bytes
+from tests.support.traffic import produce_messages
 
 pytestmark = pytest.mark.integration
 
 
 def produce_all(bootstrap: str, topic: str, values: list[bytes], partitions: int, **conf: object) -> list[tuple]:
-    """Produces every value, returns (partition, offset, value) of the acknowledged ones."""
-    acked: list[tuple] = []
-    errors: list[str] = []
-
-    def cb(err, msg) -> None:  # noqa: ANN001
-        if err is None:
-            acked.append((msg.partition(), msg.offset(), msg.value()))
-        else:
-            errors.append(str(err))
-
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False,
-                  **conf})
-    for i, v in enumerate(values):
-        while True:
-            try:
-                p.produce(topic, v, key=b"k%d" % (i % 13), partition=i % partitions, on_delivery=cb)
-                break
-            except BufferError:
-                p.poll(0.05)
-        p.poll(0)
-    assert p.flush(120) == 0
-    assert errors == [], errors[:5]
-    return acked
+    """Produces every value (keys k0-k12, round-robin partitions), returns (partition, offset, value) of each."""
+    messages = [(b"k%d" % (i % 13), v, i % partitions) for i, v in enumerate(values)]
+    return [(p, o, v) for p, o, _, v in produce_messages(bootstrap, topic, messages, **conf)]
 
 
 def consume_all(bootstrap: str, topic: str, partition: int, count: int) -> list[tuple[int, bytes]]:
@@ -61,7 +43,7 @@ def consume_all(bootstrap: str, topic: str, partition: int, count: int) -> list[
 
 
 async def test_acks_all_rf3_replicas_hold_identical_bytes(cluster: Cluster) -> None:
-    cluster.create_topic("rep", 3, 3)
+    await cluster.create_topic("rep", 3, 3)
     values = [b"value-%06d-" % i + b"x" * (i % 40) for i in range(100_000)]
     acked = await asyncio.to_thread(produce_all, cluster.bootstrap, "rep", values, 3)
     assert len(acked) == len(values)
@@ -77,7 +59,7 @@ async def test_acks_all_rf3_replicas_hold_identical_bytes(cluster: Cluster) -> N
 
 
 async def test_stuck_follower_leaves_isr_and_rejoins(cluster: Cluster) -> None:
-    cluster.create_topic("stuck", 1, 3)
+    await cluster.create_topic("stuck", 1, 3)
     st = await cluster.wait_isr("stuck", 0, {0, 1, 2})
     controller = await cluster.controller()
     follower = next(r for r in (0, 1, 2) if r not in (st["leader"], controller))
@@ -96,7 +78,7 @@ async def test_stuck_follower_leaves_isr_and_rejoins(cluster: Cluster) -> None:
 
 
 async def test_bootstrapping_follower_catches_up_and_rejoins(cluster: Cluster) -> None:
-    cluster.create_topic("boot", 1, 3)
+    await cluster.create_topic("boot", 1, 3)
     st = await cluster.wait_isr("boot", 0, {0, 1, 2})
     follower = next(r for r in (0, 1, 2) if r != st["leader"])
     b = cluster.by_id(follower)
@@ -110,7 +92,7 @@ async def test_bootstrapping_follower_catches_up_and_rejoins(cluster: Cluster) -
 
 
 async def test_lagging_follower_that_keeps_reaching_the_end_stays_in_isr(cluster: Cluster) -> None:
-    cluster.create_topic("lag", 1, 3)
+    await cluster.create_topic("lag", 1, 3)
     await cluster.wait_isr("lag", 0, {0, 1, 2})
     # A large burst lands at once: followers fall behind by many messages, but catch up well within
     # replica.lag.time.max.ms, so KAFKA-1546's rule keeps them in the ISR throughout.
@@ -124,7 +106,7 @@ async def test_lagging_follower_that_keeps_reaching_the_end_stays_in_isr(cluster
 
 
 async def test_leader_kill_during_acks_all_stream_loses_nothing_acknowledged(cluster: Cluster) -> None:
-    cluster.create_topic("crash", 1, 3, "min.insync.replicas=2")
+    await cluster.create_topic("crash", 1, 3, configs={"min.insync.replicas": "2"})
     st = await cluster.wait_isr("crash", 0, {0, 1, 2})
     old_leader = st["leader"]
     values = [b"crash-%06d" % i for i in range(30_000)]
@@ -155,7 +137,7 @@ async def _new_leader(cluster: Cluster, topic: str, old: int) -> dict | None:
 
 
 async def test_controlled_shutdown_moves_leadership_first(cluster: Cluster) -> None:
-    cluster.create_topic("cs", 4, 3)
+    await cluster.create_topic("cs", 4, 3)
     for p in range(4):
         await cluster.wait_isr("cs", p, {0, 1, 2})
     victim = (await cluster.state("cs", 0))["leader"]
@@ -174,7 +156,7 @@ async def test_a_follower_in_controlled_shutdown_does_not_rejoin_the_isr(cluster
     # in flight at the leaders must not put it back (they did: the re-reads of a waiting fetch
     # counted as new fetches, and the high watermark then stayed at the dead replica's log end
     # until it lagged out).
-    cluster.create_topic("cs-isr", 12, 3)
+    await cluster.create_topic("cs-isr", 12, 3)
     for p in range(12):
         await cluster.wait_isr("cs-isr", p, {0, 1, 2})
     victim = 2
@@ -205,14 +187,14 @@ async def test_controller_kill_elects_a_new_controller_that_takes_over(cluster: 
     assert new != old
     assert int((await cluster.zk.get("/controller_epoch"))[0]) > epoch
     # The new controller does the controller's work: a new topic gets leaders on live brokers.
-    cluster.create_topic("after", 2, 2)
+    await cluster.create_topic("after", 2, 2)
     for p in range(2):
         st = await cluster.state("after", p)
         assert st["leader"] in {0, 1, 2} - {old}
 
 
 async def test_describe_shows_leader_replicas_and_isr(cluster: Cluster) -> None:
-    cluster.create_topic("desc", 2, 3)
+    await cluster.create_topic("desc", 2, 3)
     for p in range(2):
         await cluster.wait_isr("desc", p, {0, 1, 2})
     out = cluster.topics("--describe", "--topic", "desc").stdout
@@ -225,7 +207,7 @@ async def test_describe_shows_leader_replicas_and_isr(cluster: Cluster) -> None:
 
 
 async def test_corrupt_state_znode_is_logged_and_skipped(cluster: Cluster) -> None:
-    cluster.create_topic("good", 1, 3)
+    await cluster.create_topic("good", 1, 3)
     await cluster.wait_isr("good", 0, {0, 1, 2})
     # The state znode first (its parents, the topic znode included, come empty: a bad
     # assignment), then the assignment: the controller meets both a bad assignment and a

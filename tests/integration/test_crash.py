@@ -7,7 +7,8 @@ import os
 import signal
 
 from protocol.records.message_set import decode_records
-from tests.integration.test_single_broker import connect, create_topic, fetch, produce, wait_leader
+from tests.support.topics import create_topic, wait_leaders
+from tests.support.wire import connect, fetch, produce
 
 
 async def test_kill_minus_nine_keeps_acknowledged(broker) -> None:  # noqa: ANN001
@@ -42,7 +43,7 @@ async def test_kill_minus_nine_keeps_acknowledged(broker) -> None:  # noqa: ANN0
 
     broker.start()
     async with await connect(broker) as conn:
-        await wait_leader(conn, "crash", 2)
+        await wait_leaders(conn, "crash", 2)
         for p in (0, 1):
             stored: dict[int, bytes] = {}
             offset = 0

@@ -17,11 +17,12 @@ import json
 import pytest
 
 from broker.zk.client import ZkClient
-from fetcher.connection import KafkaConnection
-from protocol.api_keys import ApiKey
 from protocol.records.message_set import scan_entries
-from tests.cluster import FAST, partition_bytes
-from tests.integration.test_single_broker import produce
+from tests.support.cluster import FAST
+from tests.support.replication import partition_bytes
+from tests.support.topics import create_topic
+from tests.support.waiting import wait_for
+from tests.support.wire import connect, produce
 
 pytestmark = pytest.mark.integration
 
@@ -30,17 +31,8 @@ async def state(zk: ZkClient) -> dict:
     return json.loads((await zk.get("/brokers/topics/u/partitions/0/state"))[0])
 
 
-async def until(check, timeout: float = 30) -> None:  # noqa: ANN001
-    for _ in range(int(timeout / 0.1)):
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition not reached")
-
-
 async def produce_to(broker, n: int, tag: bytes) -> None:  # noqa: ANN001
-    host, port = broker.bootstrap.split(":")
-    async with await KafkaConnection.open(host, int(port)) as c:
+    async with await connect(broker) as c:
         r = await produce(c, "u", 0, [(b"k", tag + b"%d" % i) for i in range(n)], acks=1)
         assert r["error_code"] == 0, r
 
@@ -52,31 +44,26 @@ async def test_follower_beyond_the_leaders_log_truncates_and_follows(broker_fact
     zk = ZkClient(zk_server.connect_string, 6000)
     await zk.start()
     try:
-        await until(lambda: _registered(zk))
-        host, port = b0.bootstrap.split(":")
-        async with await KafkaConnection.open(host, int(port)) as c:
-            resp = await c.request(ApiKey.CREATE_TOPICS, 1, {"topics": [{
-                "name": "u", "num_partitions": -1, "replication_factor": -1,
-                "assignments": [{"partition_index": 0, "broker_ids": [0, 1]}],
-                "configs": []}], "timeout_ms": 20000})
-        assert resp["topics"][0]["error_code"] == 0
-        await until(lambda: _isr(zk, [0, 1]))
+        await wait_for("2 registered brokers", lambda: _registered(zk))
+        resp = await create_topic(b0, "u", assignment={0: [0, 1]}, check=False, timeout=20)
+        assert resp["error_code"] == 0
+        await wait_for("ISR [0, 1]", lambda: _isr(zk, [0, 1]))
         await produce_to(b0, 10, b"both-")
-        await until(lambda: _same(b0, b1))
+        await wait_for("identical replicas", lambda: _same(b0, b1))
         assert b1.stop() == 0
-        await until(lambda: _isr(zk, [0]))
+        await wait_for("ISR [0]", lambda: _isr(zk, [0]))
         await produce_to(b0, 50, b"lost-")  # only on broker 0, never replicated
         # Let the high watermark (60) reach the checkpoint file (every 5 s, as Kafka's default),
         # so that on its return broker 0 keeps its log and fetches from beyond the leader's end.
         await asyncio.sleep(6)
         b0.kill()
         b1.start()
-        await until(lambda: _leader(zk, 1))  # unclean: broker 1 was not in the ISR
+        await wait_for("broker 1 to lead", lambda: _leader(zk, 1))  # unclean: broker 1 was not in the ISR
         await produce_to(b1, 5, b"new-")
         b0.start()
-        await until(lambda: _truncated(b0))
+        await wait_for("broker 0 to truncate to 15", lambda: _truncated(b0))
         await produce_to(b1, 5, b"after-")
-        await until(lambda: _same_from(b0, b1, 15), timeout=30)
+        await wait_for("identical replicas from offset 15", lambda: _same_from(b0, b1, 15), 30)
         offsets = [[off for _, off, _ in scan_entries(partition_bytes(b, "u", 0))] for b in (b0, b1)]
         assert offsets[0] == offsets[1] == list(range(20))
     finally:

@@ -26,20 +26,21 @@ requests to the controller, as Kafka's clients do, and read the controller's met
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
-import subprocess
-import sys
 import time
 from types import TracebackType
 
 import pytest
 
-from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
-from tests.brokers import ROOT, BrokerProcess
-from tests.cluster import Cluster, configs, metric
+from tests.support import tools
+from tests.support.brokers import BrokerProcess
+from tests.support.cluster import Cluster
+from tests.support.metrics import metric
+from tests.support.wire import connect
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +51,7 @@ WINDOWS = 11  # controller.quota.window.num x controller.quota.window.size.secon
 def set_rate(cluster: Cluster, client: str | None, rate: float) -> None:
     """`minibroker configs --alter`: a client id's controller_mutation_rate (None: the default entity)."""
     entity = ["--entity-default"] if client is None else ["--entity-name", client]
-    r = configs(cluster.brokers[0].zk_connect, "--entity-type", "clients", *entity, "--alter",
+    r = tools.configs(cluster.brokers[0].zk_connect, "--entity-type", "clients", *entity, "--alter",
                 "--add-config", f"controller_mutation_rate={rate}")
     assert r.returncode == 0, r.stderr
 
@@ -74,10 +75,6 @@ def create_body(names: list[str], partitions: int = 4, validate_only: bool = Fal
 
 def codes_of(resp: dict, key: str = "topics") -> list[int]:
     return [t["error_code"] for t in resp[key]]
-
-
-async def connect(broker: BrokerProcess, client_id: str) -> KafkaConnection:
-    return await KafkaConnection.open("127.0.0.1", broker.port, client_id=client_id)
 
 
 async def limit(cluster: Cluster, broker: BrokerProcess, clients: list[str], rate: float,
@@ -424,9 +421,7 @@ async def test_another_client_id_has_its_own_bucket(cluster: Cluster) -> None:
 async def test_topics_tool_reports_the_violation_and_retries_on_request(cluster: Cluster) -> None:
     broker = cluster.brokers[0]  # the tool talks to the first server it can reach
 
-    def topics(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "broker", "topics", "--bootstrap-server", broker.bootstrap,
-                               *args], cwd=str(ROOT), capture_output=True, text=True, timeout=90)
+    topics = functools.partial(tools.topics, broker.bootstrap)
 
     await limit(cluster, broker, ["minibroker-tool"], 2)  # bucket 22
     # Exhaust the tool's bucket (same client id): admitted, 22 - 30 = -8, 4 s owed.

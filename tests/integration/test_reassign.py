@@ -17,25 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.brokers import ROOT
-from tests.cluster import Cluster, metric, partition_bytes
-from tests.integration.test_throttle import (
-    create_assigned,
-    log_bytes,
-    mean_rate,
-    produce_bytes,
-    sample_catch_up,
-    steady_producer,
-)
+from tests.support.cluster import Cluster
+from tests.support.metrics import metric
+from tests.support.replication import MB, log_bytes, mean_rate, partition_bytes, sample_catch_up
+from tests.support.tools import ROOT, reassign
+from tests.support.traffic import produce_bytes, steady_producer
 
 pytestmark = pytest.mark.integration
-
-MB = 1_000_000
-
-
-def reassign(zk: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker", "reassign", "--zookeeper", zk, *args],
-                          cwd=str(ROOT), capture_output=True, text=True, timeout=timeout)
 
 
 def plan_file(tmp_path: Path, moves: dict[tuple[str, int], list[int]], name: str = "plan.json") -> str:
@@ -74,7 +62,7 @@ def steady_rate(samples: list[tuple[float, int]], target: int) -> float:
 async def test_one_broker_to_another_at_the_throttle_with_progress_and_verify(
         cluster: Cluster, zk_server, tmp_path: Path) -> None:  # noqa: ANN001
     zk, rate, parts = zk_server.connect_string, 5 * MB, 20
-    await create_assigned(cluster, "mv", {p: [0] for p in range(parts)})
+    await cluster.create_topic("mv", assignment={p: [0] for p in range(parts)})
     await asyncio.to_thread(produce_bytes, cluster.bootstrap, "mv", parts, 40 * MB)
     before = {p: partition_bytes(cluster.by_id(0), "mv", p) for p in range(parts)}
     target = sum(len(b) for b in before.values())
@@ -99,7 +87,7 @@ async def test_one_broker_to_another_at_the_throttle_with_progress_and_verify(
     assert "in progress" in mid.stdout and "Throttle was removed." not in mid.stdout, mid.stdout
     assert (await entity(cluster, "brokers/1")).get("follower.replication.throttled.rate") == str(rate)
 
-    samples = await sample_catch_up(cluster, "mv", target, timeout=60, broker=1)
+    samples = await sample_catch_up(cluster.by_id(1), "mv", target, timeout=60)
     # The body of the move runs at the throttle; its tail is slower, as the last partitions
     # each move at most replica.fetch.max.bytes per fetch (the whole-move mean is in the bench).
     body = steady_rate(samples, target)
@@ -129,7 +117,7 @@ async def test_one_broker_to_another_at_the_throttle_with_progress_and_verify(
 async def test_move_under_produce_traffic_progresses_at_t_minus_inbound_and_live_rate_change(
         cluster: Cluster, zk_server, tmp_path: Path) -> None:  # noqa: ANN001
     zk, rate, inbound, parts = zk_server.connect_string, 3 * MB, 1 * MB, 10
-    await create_assigned(cluster, "busy", {p: [0] for p in range(parts)})
+    await cluster.create_topic("busy", assignment={p: [0] for p in range(parts)})
     # Big enough that no partition finishes (and leaves broker 0) while the rates are measured.
     await asyncio.to_thread(produce_bytes, cluster.bootstrap, "busy", parts, 40 * MB)
     plan = plan_file(tmp_path, {("busy", p): [2] for p in range(parts)})
@@ -178,9 +166,9 @@ async def test_move_under_produce_traffic_progresses_at_t_minus_inbound_and_live
                        for b in (0, 2))
         await cluster.wait_for("the new rate on brokers 0 and 2", applied, 2.0, interval=0.1)
         assert time.monotonic() - changed_at < 2 + 5  # the tool's own start-up included
-        t2, got2 = time.monotonic(), log_bytes(cluster, 2, "busy")
+        t2, got2 = time.monotonic(), log_bytes(cluster.by_id(2), "busy")
         await asyncio.sleep(2)
-        faster = (log_bytes(cluster, 2, "busy") - got2) / (time.monotonic() - t2)
+        faster = (log_bytes(cluster.by_id(2), "busy") - got2) / (time.monotonic() - t2)
         assert faster > 1.5 * rate, f"{faster / MB:.2f} MB/s after raising the throttle to {new_rate / MB} MB/s"
 
         await wait_done(cluster, 60)
@@ -202,8 +190,8 @@ async def test_move_under_produce_traffic_progresses_at_t_minus_inbound_and_live
 
 async def test_one_to_two_and_two_to_one(cluster: Cluster, zk_server, tmp_path: Path) -> None:  # noqa: ANN001
     zk, rate = zk_server.connect_string, 5 * MB
-    await create_assigned(cluster, "spread", {p: [0] for p in range(4)})
-    await create_assigned(cluster, "gather", {p: [0, 1] for p in range(4)})
+    await cluster.create_topic("spread", assignment={p: [0] for p in range(4)})
+    await cluster.create_topic("gather", assignment={p: [0, 1] for p in range(4)})
     for p in range(4):
         await cluster.wait_isr("gather", p, {0, 1})
     await asyncio.to_thread(produce_bytes, cluster.bootstrap, "spread", 4, 8 * MB)
@@ -217,7 +205,7 @@ async def test_one_to_two_and_two_to_one(cluster: Cluster, zk_server, tmp_path: 
     assert reassign(zk, "--execute", "--reassignment-json-file", plan, "--throttle", str(rate)).returncode == 0
     await wait_done(cluster, 60)
     elapsed = time.monotonic() - started
-    received = log_bytes(cluster, 1, "spread") + log_bytes(cluster, 2, "spread")
+    received = log_bytes(cluster.by_id(1), "spread") + log_bytes(cluster.by_id(2), "spread")
     # The leader's budget covers both followers: what they received together fits T over the
     # move, plus the one window's worth a rate may take at once when a throttle starts.
     assert received <= 1.05 * rate * (elapsed + 1), f"{received / MB:.1f} MB in {elapsed:.1f} s"
@@ -247,7 +235,7 @@ async def test_controller_failover_mid_move_resumes(cluster: Cluster, zk_server,
     zk = zk_server.connect_string
     controller = await cluster.controller()
     src, dst = [b for b in (0, 1, 2) if b != controller]
-    await create_assigned(cluster, "fo", {p: [src] for p in range(6)})
+    await cluster.create_topic("fo", assignment={p: [src] for p in range(6)})
     await asyncio.to_thread(produce_bytes, cluster.bootstrap, "fo", 6, 15 * MB)
     before = {p: partition_bytes(cluster.by_id(src), "fo", p) for p in range(6)}
     plan = plan_file(tmp_path, {("fo", p): [dst] for p in range(6)})
@@ -270,7 +258,7 @@ async def test_controller_failover_mid_move_resumes(cluster: Cluster, zk_server,
 
 async def test_bad_input_is_refused_and_changes_nothing(cluster: Cluster, zk_server, tmp_path: Path) -> None:  # noqa: ANN001
     zk = zk_server.connect_string
-    await create_assigned(cluster, "bad", {p: [0] for p in range(2)})
+    await cluster.create_topic("bad", assignment={p: [0] for p in range(2)})
     await asyncio.to_thread(produce_bytes, cluster.bootstrap, "bad", 2, 6 * MB)
 
     async def snapshot() -> tuple[object, ...]:

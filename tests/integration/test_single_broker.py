@@ -3,69 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import struct
-import subprocess
-import sys
 import time
 
 import pytest
 
-from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records.message_set import build_message_set, decode_records
-
-
-async def connect(broker) -> KafkaConnection:  # noqa: ANN001
-    host, port = broker.bootstrap.split(":")
-    return await KafkaConnection.open(host, int(port))
-
-
-async def create_topic(conn: KafkaConnection, name: str, partitions: int = 1, configs: dict | None = None) -> dict:
-    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
-                        "assignments": [], "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
-            "timeout_ms": 10000}
-    resp = await conn.request(ApiKey.CREATE_TOPICS, 1, body)
-    await wait_leader(conn, name, partitions)
-    return resp["topics"][0]
-
-
-async def wait_leader(conn: KafkaConnection, topic: str, partitions: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        md = await conn.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
-        t = md["topics"][0]
-        if t["error_code"] == 0 and len(t["partitions"]) == partitions and all(
-                p["leader_id"] >= 0 for p in t["partitions"]):
-            return
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"no leaders for {topic}")
-
-
-async def produce(conn: KafkaConnection, topic: str, partition: int, records: list[tuple[bytes | None, bytes | None]],
-                  acks: int = 1, version: int = 2, codec: int = 0) -> dict:
-    data = build_message_set([(k, v, 1_700_000_000_000 + i) for i, (k, v) in enumerate(records)], magic=1, codec=codec)
-    body = {"acks": acks, "timeout_ms": 5000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": data}]}]}
-    if acks == 0:
-        from protocol.schema import request_codec
-        await conn.send_raw(ApiKey.PRODUCE, version, request_codec(ApiKey.PRODUCE, version).encode(body),
-                            expect_response=False)
-        return {}
-    resp = await conn.request(ApiKey.PRODUCE, version, body)
-    return resp["responses"][0]["partition_responses"][0]
-
-
-async def fetch(conn: KafkaConnection, parts: list[tuple[str, int, int, int]], version: int = 3,
-                max_bytes: int = 10 << 20, max_wait_ms: int = 0, min_bytes: int = 0) -> dict[tuple[str, int], dict]:
-    topics: dict[str, list] = {}
-    for t, p, off, pmax in parts:
-        topics.setdefault(t, []).append({"partition": p, "fetch_offset": off, "partition_max_bytes": pmax})
-    body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
-    resp = await conn.request(ApiKey.FETCH, version, body)
-    return {(t["topic"], p["partition_index"]): p for t in resp["responses"] for p in t["partitions"]}
+from tests.support.tools import topics
+from tests.support.topics import create_topic, wait_leaders
+from tests.support.wire import connect, fetch, produce
 
 
 async def test_produce_fetch_round_trip_all_acks(broker) -> None:  # noqa: ANN001
@@ -265,7 +215,7 @@ async def test_sigterm_exits_zero_and_data_survives(broker) -> None:  # noqa: AN
     assert "broker.stopped" in broker.log()
     broker.start()
     async with await connect(broker) as conn:
-        await wait_leader(conn, "st", 1)
+        await wait_leaders(conn, "st", 1)
         got = await fetch(conn, [("st", 0, 0, 1 << 20)])
         assert [r.value for r in decode_records(got[("st", 0)]["records"])] == [str(i).encode() for i in range(50)]
 
@@ -279,9 +229,7 @@ def test_duplicate_broker_id_refused(broker, broker_factory) -> None:  # noqa: A
 
 
 def test_topics_command(broker) -> None:  # noqa: ANN001
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "broker", "topics", "--bootstrap-server", broker.bootstrap, *args],
-                              capture_output=True, text=True, timeout=60)
+    run = functools.partial(topics, broker.bootstrap, timeout=60)
 
     r = run("--create", "--topic", "cli", "--partitions", "3", "--replication-factor", "1")
     assert r.returncode == 0, r.stderr

@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import aiozk
 import pytest
 
 from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, ZkClient
 from broker.zk.server import ZooKeeperServer
-from tests.zk_fixtures import TcpProxy, zk_connect
+from tests.support.waiting import wait_for
+from tests.support.zookeeper import TcpProxy, zk_connect
 
 pytestmark = pytest.mark.integration
 
 CHROOT = "/chroot/test"
-
-
-async def until(pred: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture
@@ -100,21 +94,21 @@ async def test_watches_see_changes_creation_and_deletion(zk: ZkClient) -> None:
 
     wd = await zk.watch_data("/w/node", on_data)
     await zk.watch_children("/w", on_kids)
-    await until(lambda: data == [None] and kids == [[]])
+    await wait_for("watched data and children", lambda: data == [None] and kids == [[]], 15)
     await zk.create("/w/node", b"1", make_parents=True)
-    await until(lambda: data[-1] == b"1" and kids[-1] == ["node"])
+    await wait_for("watched data and children", lambda: data[-1] == b"1" and kids[-1] == ["node"], 15)
     await zk.set("/w/node", b"2")
-    await until(lambda: data[-1] == b"2")
+    await wait_for("watched data", lambda: data[-1] == b"2", 15)
     await zk.create("/w/other", b"")
-    await until(lambda: kids[-1] == ["node", "other"])
+    await wait_for("watched children", lambda: kids[-1] == ["node", "other"], 15)
     await zk.delete("/w/node")
-    await until(lambda: data[-1] is None and kids[-1] == ["other"])
+    await wait_for("watched data and children", lambda: data[-1] is None and kids[-1] == ["other"], 15)
     await zk.delete("/w/other")
     await zk.delete("/w")
-    await until(lambda: kids[-1] == [])
+    await wait_for("watched children", lambda: kids[-1] == [], 15)
     wd.cancel()
     await zk.create("/w/node", b"3", make_parents=True)
-    await until(lambda: kids[-1] == ["node"])
+    await wait_for("watched children", lambda: kids[-1] == ["node"], 15)
     assert data[-1] is None
 
 
@@ -135,7 +129,7 @@ async def test_watch_callbacks_never_overlap_and_lose_nothing(zk: ZkClient) -> N
     await zk.watch_data("/burst", slow)
     for i in range(1, 30):
         await zk.set("/burst", str(i).encode())
-    await until(lambda: seen[-1:] == [b"29"])
+    await wait_for("watched data", lambda: seen[-1:] == [b"29"], 15)
     assert not overlapped
     # Coalesced, not replayed one by one: a burst costs a few reads, not one per change.
     assert len(seen) < 30
@@ -162,7 +156,8 @@ async def test_survives_a_server_restart(zk_server: ZooKeeperServer) -> None:
         await zk.create("/r", b"before")
         await zk.watch_data("/r", on_data)
         await zk.watch_children("/", on_kids)
-        await until(lambda: seen == [b"before"] and kids[-1:] == [["eph", "r", "zookeeper"]])
+        await wait_for("watched data and children",
+                       lambda: seen == [b"before"] and kids[-1:] == [["eph", "r", "zookeeper"]], 15)
         zk_server.stop()
         # An operation issued while the server is down completes once it is back.
         pending = asyncio.create_task(zk.get("/r"))
@@ -176,18 +171,20 @@ async def test_survives_a_server_restart(zk_server: ZooKeeperServer) -> None:
             await other.create("/new", b"")
         # It may run before or after the other client's change; either answer is a consistent read.
         assert await asyncio.wait_for(pending, 10) in ((b"before", 0), (b"during", 1))
-        await until(lambda: sessions == [False], timeout=5)
+        await wait_for("session events", lambda: sessions == [False], 5)
         assert time.monotonic() - t0 < 5
-        await until(lambda: seen[-1] == b"during" and kids[-1] == ["eph", "new", "r", "zookeeper"], timeout=5)
+        await wait_for("watched data and children",
+                       lambda: seen[-1] == b"during" and kids[-1] == ["eph", "new", "r", "zookeeper"], 5)
         assert await zk.exists("/eph")
         # The watches are armed again: later changes keep coming.
         await zk.set("/r", b"after")
         await zk.delete("/new")
-        await until(lambda: seen[-1] == b"after" and kids[-1] == ["eph", "r", "zookeeper"], timeout=5)
+        await wait_for("watched data and children",
+                       lambda: seen[-1] == b"after" and kids[-1] == ["eph", "r", "zookeeper"], 5)
         # restart() proper: the session, and with it the ephemeral, outlives it.
         zk_server.restart()
         assert await zk.get("/r") == (b"after", 2)
-        await until(lambda: sessions == [False, False], timeout=5)
+        await wait_for("session events", lambda: sessions == [False, False], 5)
         assert await zk.exists("/eph")
 
 
@@ -223,26 +220,26 @@ async def test_kill_past_session_expiry_starts_a_new_session(zk_server: ZooKeepe
             await zk.create("/eph", b"first", ephemeral=True)
             await zk.create("/d", b"1")
             await zk.watch_data("/d", on_data)
-            await until(lambda: seen == [b"1"])
+            await wait_for("watched data", lambda: seen == [b"1"], 15)
             old_session = zk.session_id
             zk_server.kill()
             proxy.block()
             zk_server.start()
             async with zk_connect(zk_server) as other:
-                await until(lambda: True, timeout=1)
+                await wait_for("nothing", lambda: True, 1)
                 deadline = time.monotonic() + 15
                 while await other.exists("/eph"):
                     assert time.monotonic() < deadline, "session never expired"
                     await asyncio.sleep(0.2)
                 await other.set("/d", b"2")
                 proxy.unblock()
-                await until(lambda: sessions == [True], timeout=10)
+                await wait_for("session events", lambda: sessions == [True], 10)
                 assert zk.session_id != old_session
-                await until(lambda: seen[-1] == b"2", timeout=5)
+                await wait_for("watched data", lambda: seen[-1] == b"2", 5)
                 data, _ = await other.get("/eph")
                 assert data == b"again"
             await zk.set("/d", b"3")
-            await until(lambda: seen[-1] == b"3", timeout=5)
+            await wait_for("watched data", lambda: seen[-1] == b"3", 5)
     finally:
         await proxy.stop()
 
@@ -265,7 +262,7 @@ async def test_session_closed_behind_our_back_is_a_new_session(zk_server: ZooKee
             await zk.create("/eph", b"", ephemeral=True)
             await zk.create("/d", b"1")
             await zk.watch_data("/d", on_data)
-            await until(lambda: seen == [b"1"])
+            await wait_for("watched data", lambda: seen == [b"1"], 15)
             # Expire our session the way ZooKeeper's own tests do: a second connection takes over
             # the session id and password and closes it (our client kept away meanwhile, or it
             # would take the session straight back).
@@ -276,10 +273,10 @@ async def test_session_closed_behind_our_back_is_a_new_session(zk_server: ZooKee
             await thief.start()
             await thief.close()
             proxy.unblock()
-            await until(lambda: sessions == [True], timeout=10)
+            await wait_for("session events", lambda: sessions == [True], 10)
             assert not await zk.exists("/eph")
             await zk.set("/d", b"2")
-            await until(lambda: seen[-1] == b"2")
+            await wait_for("watched data", lambda: seen[-1] == b"2", 15)
     finally:
         await proxy.stop()
 

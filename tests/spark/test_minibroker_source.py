@@ -8,6 +8,7 @@ kind of bad input must fail the query with a message that names the cause.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import textwrap
@@ -22,8 +23,9 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from pipeline.partitioner import murmur2, partition_for_key  # noqa: E402
-from tests.brokers import free_port  # noqa: E402
-from tests.spark.conftest import create_topic, produce, topic_names  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
+from tests.support.topics import create_topic, topic_names  # noqa: E402
+from tests.support.traffic import produce_messages  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -48,9 +50,9 @@ def by_partition(rows) -> dict[int, list[tuple[int, bytes | None, bytes | None]]
 
 def test_batch_reads_10k_messages_exactly_in_partition_order(spark, spark_broker) -> None:  # noqa: ANN001
     topic = "batch10k"
-    create_topic(spark_broker, topic, 3)
+    asyncio.run(create_topic(spark_broker, topic, 3))
     messages = [(f"key-{i}".encode(), f"value-{i}-".encode() + b"x" * (i % 50), i % 3) for i in range(10_000)]
-    delivered = produce(spark_broker.bootstrap, topic, messages)
+    delivered = produce_messages(spark_broker.bootstrap, topic, messages)
     expected: dict[int, list] = defaultdict(list)
     for p, o, k, v in sorted(delivered):
         expected[p].append((o, k, v))
@@ -80,9 +82,9 @@ def test_batch_reads_10k_messages_exactly_in_partition_order(spark, spark_broker
 def test_batch_reads_compressed_wrappers_with_small_fetches(spark, spark_broker) -> None:  # noqa: ANN001
     """Compressed wrappers hold many messages; tiny fetches end mid-message; a start mid-wrapper."""
     topic = "batchlz4"
-    create_topic(spark_broker, topic, 1)
+    asyncio.run(create_topic(spark_broker, topic, 1))
     messages = [(None if i % 10 == 0 else f"k{i}".encode(), f"v{i}".encode() * (1 + i % 7), 0) for i in range(3000)]
-    delivered = produce(spark_broker.bootstrap, topic, messages, **{"compression.codec": "lz4", "linger.ms": 20})
+    delivered = produce_messages(spark_broker.bootstrap, topic, messages, **{"compression.codec": "lz4", "linger.ms": 20})
     expected = sorted((o, k, v) for _, o, k, v in delivered)
     rows = reader(spark, spark_broker, topic, startingOffsets=json.dumps({topic: {"0": 777}}),
                   **{"fetch.max.bytes": "700"}).collect()
@@ -93,18 +95,18 @@ def test_batch_reads_compressed_wrappers_with_small_fetches(spark, spark_broker)
 def test_stream_restarted_from_checkpoint_sees_every_message_once(spark, spark_broker,  # noqa: ANN001
                                                                   tmp_path: Path) -> None:
     topic = "stream3"
-    create_topic(spark_broker, topic, 3)
+    asyncio.run(create_topic(spark_broker, topic, 3))
     produced: list[tuple[int, int, bytes | None, bytes]] = []
-    produced += produce(spark_broker.bootstrap, topic, [(b"early", f"e{i}".encode(), None) for i in range(200)])
+    produced += produce_messages(spark_broker.bootstrap, topic, [(b"early", f"e{i}".encode(), None) for i in range(200)])
     stop_producing = threading.Event()
 
     def keep_producing() -> None:
         # Runs until both restarts are over, so every restart happens while data is arriving.
         chunk = 0
         while not stop_producing.is_set() and chunk < 200:
-            produced.extend(produce(spark_broker.bootstrap, topic,
-                                    [(f"k{i % 13}".encode(), f"v{i}".encode(), None)
-                                     for i in range(chunk * 100, chunk * 100 + 100)]))
+            produced.extend(produce_messages(spark_broker.bootstrap, topic,
+                                             [(f"k{i % 13}".encode(), f"v{i}".encode(), None)
+                                              for i in range(chunk * 100, chunk * 100 + 100)]))
             chunk += 1
             time.sleep(0.2)
 
@@ -151,7 +153,7 @@ def test_stream_restarted_from_checkpoint_sees_every_message_once(spark, spark_b
 
 def test_write_then_read_with_kcat(spark, spark_broker) -> None:  # noqa: ANN001
     topic = "written"
-    create_topic(spark_broker, topic, 3)
+    asyncio.run(create_topic(spark_broker, topic, 3))
     rows = [(f"key-{i % 37}", f"value-{i}") for i in range(2000)]
     df = spark.createDataFrame(rows, "key string, value string").repartition(2)
     df.write.format("minibroker").option("bootstrap.servers", spark_broker.bootstrap).option("topic", topic) \
@@ -172,7 +174,7 @@ def test_write_then_read_with_kcat(spark, spark_broker) -> None:  # noqa: ANN001
 
 def test_write_partition_column_binary_values_and_murmur2_matches_librdkafka(spark, spark_broker) -> None:  # noqa: ANN001
     topic = "written-p"
-    create_topic(spark_broker, topic, 4)
+    asyncio.run(create_topic(spark_broker, topic, 4))
     rows = [(i % 4 if i % 5 else None, None, bytes([65 + i % 26]) * (1 + i % 9)) for i in range(400)]
     df = spark.createDataFrame(rows, "partition int, key binary, value binary").coalesce(1)
     df.write.format("minibroker").option("bootstrap.servers", spark_broker.bootstrap).option("topic", topic) \
@@ -188,7 +190,7 @@ def test_write_partition_column_binary_values_and_murmur2_matches_librdkafka(spa
 
     # The sink's key hash agrees with librdkafka's Java-compatible partitioner.
     keys = [f"user-{i}".encode() for i in range(50)]
-    delivered = produce(spark_broker.bootstrap, topic, [(k, b"x", None) for k in keys],
+    delivered = produce_messages(spark_broker.bootstrap, topic, [(k, b"x", None) for k in keys],
                         partitioner="murmur2_random")
     assert sorted((k, p) for p, _, k, _ in delivered) == sorted((k, partition_for_key(k, 4)) for k in keys)
     assert murmur2(b"21") == (-973932308) & 0xFFFFFFFF  # Kafka's own test vector
@@ -214,7 +216,7 @@ def test_unknown_topic_fails_clearly_and_is_not_created(spark, spark_broker, tmp
              .writeStream.format("parquet").option("path", str(tmp_path / "s"))
              .option("checkpointLocation", str(tmp_path / "c")).start())
     assert_fails(lambda: query.awaitTermination(60), "unknown topic 'no-such-stream'")
-    assert not {"no-such-topic", "no-such-stream"} & topic_names(spark_broker)
+    assert not {"no-such-topic", "no-such-stream"} & asyncio.run(topic_names(spark_broker))
 
 
 def test_unreachable_bootstrap_server_fails_within_the_timeout(spark) -> None:  # noqa: ANN001
@@ -227,8 +229,8 @@ def test_unreachable_bootstrap_server_fails_within_the_timeout(spark) -> None:  
 
 def test_offsets_beyond_the_log_fail_clearly(spark, spark_broker) -> None:  # noqa: ANN001
     topic = "short"
-    create_topic(spark_broker, topic, 1)
-    produce(spark_broker.bootstrap, topic, [(b"k", b"v", 0)] * 10)
+    asyncio.run(create_topic(spark_broker, topic, 1))
+    produce_messages(spark_broker.bootstrap, topic, [(b"k", b"v", 0)] * 10)
     assert_fails(lambda: reader(spark, spark_broker, topic, endingOffsets=json.dumps({topic: {"0": 1000}})).collect(),
                  "offset 1000 of short-0 is beyond the log", "0..10")
     assert_fails(lambda: reader(spark, spark_broker, topic, startingOffsets=json.dumps({topic: {"0": 11}})).collect(),
@@ -252,9 +254,9 @@ def test_readme_example_counts_messages_per_key(spark, spark_broker, tmp_path: P
     assert _example_block(code).strip() in readme
 
     topic = "clicks"
-    create_topic(spark_broker, topic, 2)
+    asyncio.run(create_topic(spark_broker, topic, 2))
     keys = [f"user-{i % 7}" for i in range(700)] + ["user-0"] * 5
-    produce(spark_broker.bootstrap, topic, [(k.encode(), b"x", None) for k in keys])
+    produce_messages(spark_broker.bootstrap, topic, [(k.encode(), b"x", None) for k in keys])
     examples.count_per_key(spark, spark_broker.bootstrap, topic, str(tmp_path / "checkpoint"))
     got = {r["key"]: r["count"] for r in spark.table("key_counts").collect()}
     assert got == {f"user-{i}": 100 + (5 if i == 0 else 0) for i in range(7)}

@@ -1,4 +1,4 @@
-"""Real ZooKeeper servers for tests: Debian's zookeeper started as a plain background process.
+"""ZooKeeper for tests: a started client on a real server (the `zk_server` fixtures start Debian's zookeeper).
 
 `TcpProxy` stands between a client and a server to cut the network without touching either,
 e.g. to keep a client away until ZooKeeper has expired its session.
@@ -8,31 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-
-import pytest
+from collections.abc import AsyncIterator
 
 from broker.zk.client import ZkClient
 from broker.zk.server import ZooKeeperServer
-
-__all__ = ["TcpProxy", "zk_connect", "zk_server", "zk_server_session"]
-
-
-@pytest.fixture
-def zk_server(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    server = ZooKeeperServer(tmp_path / "zookeeper")
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def zk_server_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
 
 
 @contextlib.asynccontextmanager

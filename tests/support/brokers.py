@@ -1,56 +1,28 @@
-"""Real broker processes for integration and client tests: `minibroker serve` on a free port."""
+"""Real broker processes for tests and benches: `minibroker serve` on a free port."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    """A port that is free now and stays out of the kernel's ephemeral range.
-
-    A port the kernel hands out (bind to 0) can be handed out again as the local port of some
-    client connection before the broker binds it; choosing below the ephemeral range avoids
-    that race between picking and binding.
-    """
-    low, _ = _ephemeral_range()
-    while True:
-        port = random.randrange(10000, min(low, 32768))
-        if port in _handed_out:
-            continue  # picked earlier for a process that may not have bound it yet
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            _handed_out.add(port)
-            return port
-
-
-_handed_out: set[int] = set()
-
-
-def _ephemeral_range() -> tuple[int, int]:
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
+from tests.support.ports import free_port
+from tests.support.tools import ROOT
 
 
 class BrokerProcess:
-    def __init__(self, workdir: Path, broker_id: int, zk_connect: str, overrides: dict[str, str] | None = None) -> None:
+    """One broker's properties file, process and log, in `workdir`.
+
+    With `metrics` the broker also serves Prometheus metrics on a free port, at `metrics_url`.
+    """
+
+    def __init__(self, workdir: Path, broker_id: int, zk_connect: str, overrides: dict[str, str] | None = None,
+                 metrics: bool = False) -> None:
         self.workdir = workdir
         self.broker_id = broker_id
         self.port = free_port()
@@ -64,6 +36,11 @@ class BrokerProcess:
             "zookeeper.connect": zk_connect,
             "zookeeper.session.timeout.ms": "6000",
         }
+        self.metrics_url = ""
+        if metrics:
+            mport = free_port()
+            props["metrics.listener"] = f"http://127.0.0.1:{mport}"
+            self.metrics_url = f"http://127.0.0.1:{mport}/metrics"
         props.update(overrides or {})
         self.props.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.proc: subprocess.Popen[bytes] | None = None
@@ -129,23 +106,22 @@ class BrokerProcess:
             self.proc.wait()
 
 
-@pytest.fixture
-def broker_factory(tmp_path: Path, zk_server) -> Iterator:  # noqa: ANN001
-    started: list[BrokerProcess] = []
-
-    def make(broker_id: int = 0, start: bool = True, **overrides: str) -> BrokerProcess:
-        props = {k.replace("_", "."): v for k, v in overrides.items()}
-        b = BrokerProcess(tmp_path, broker_id, zk_server.connect_string, props)
-        started.append(b)
-        if start:
-            b.start()
-        return b
-
-    yield make
-    for b in started:
-        b.kill()
+def start_together(brokers: list[BrokerProcess], timeout: float = 30) -> None:
+    """Starts every broker at once, then waits until each has registered."""
+    for b in brokers:
+        b.start(wait=False)
+    for b in brokers:
+        b.wait_ready(timeout)
 
 
-@pytest.fixture
-def broker(broker_factory) -> BrokerProcess:  # noqa: ANN001
-    return broker_factory(0)
+@contextlib.contextmanager
+def chrooted_broker(workdir: Path, zk_connect: str, overrides: dict[str, str] | None = None) -> Iterator[BrokerProcess]:
+    """A started broker 0 under its own ZooKeeper chroot (named after `workdir`); stopped at the end, cleanly.
+
+    Several such brokers share one ZooKeeper without seeing each other's topics.
+    """
+    b = BrokerProcess(workdir, 0, zk_connect + f"/{workdir.name}", overrides)
+    b.start()
+    yield b
+    code = b.stop()
+    assert code == 0, b.log()

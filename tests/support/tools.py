@@ -1,0 +1,27 @@
+"""The project's own command-line tools (`python -m broker <command>`), run as an operator would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def minibroker(command: str, *args: str, timeout: float = 90, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """`minibroker <command> <args>` from the project root; output captured as text."""
+    return subprocess.run([sys.executable, "-m", "broker", command, *args], cwd=str(ROOT), capture_output=True,
+                          text=True, timeout=timeout, check=check)
+
+
+def topics(bootstrap: str, *args: str, timeout: float = 90, check: bool = False) -> subprocess.CompletedProcess[str]:
+    return minibroker("topics", "--bootstrap-server", bootstrap, *args, timeout=timeout, check=check)
+
+
+def configs(zk_connect: str, *args: str, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess[str]:
+    return minibroker("configs", "--zookeeper", zk_connect, *args, timeout=timeout, check=check)
+
+
+def reassign(zk_connect: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return minibroker("reassign", "--zookeeper", zk_connect, *args, timeout=timeout)
