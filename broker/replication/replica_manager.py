@@ -264,6 +264,20 @@ class ReplicaManager:
             part.high_watermark = new_hw
         return end
 
+    def truncate_follower(self, tp: tuple[str, int], offset: int) -> None:
+        """The leader's log ends below ours (OFFSET_OUT_OF_RANGE): cut our log to `offset`."""
+        part = self.partitions.get(tp)
+        if part is not None:
+            part.log.truncate_to(offset)
+            part.high_watermark = min(part.high_watermark, offset)
+
+    def restart_follower_at(self, tp: tuple[str, int], offset: int) -> None:
+        """The leader's log starts above our end: drop our log and start empty at `offset`."""
+        part = self.partitions.get(tp)
+        if part is not None:
+            part.log.truncate_fully_and_start_at(offset)
+            part.high_watermark = offset
+
     # ---- fetch -----------------------------------------------------------------------
 
     def record_follower_fetch(self, part: Partition, follower: int, fetch_offset: int) -> None:

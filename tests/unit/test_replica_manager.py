@@ -1,0 +1,61 @@
+"""ReplicaManager as the one owner of partition state: follower truncation and restart, the ISR."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.metrics import Registry
+from broker.replication.replica_manager import ReplicaManager
+from broker.zk.client import ZkClient
+from protocol.records.message_set import build_message_set
+
+TP = ("t", 0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def records(n: int, base: int = 0) -> bytes:
+    return build_message_set([(None, b"v%d" % i, 0) for i in range(n)], base_offset=base)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def rm(tmp_path: Path, clock: Clock) -> ReplicaManager:
+    config = BrokerConfig(broker_id=1, log_dirs=[tmp_path], replica_lag_time_max_ms=10_000)
+    # Never started: nothing here talks to ZooKeeper.
+    return ReplicaManager(config, ZkClient("127.0.0.1:1"), Registry(), clock=clock)
+
+
+def test_follower_truncation_cuts_log_and_high_watermark(rm: ReplicaManager) -> None:
+    part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
+    rm.append_as_follower(part, records(10), leader_hw=8)
+    assert (part.log_end_offset, part.high_watermark) == (10, 8)
+    rm.truncate_follower(TP, 5)
+    assert (part.log_end_offset, part.high_watermark) == (5, 5)
+    rm.truncate_follower(TP, 7)  # above the log end: nothing to cut, the high watermark stays
+    assert (part.log_end_offset, part.high_watermark) == (5, 5)
+    rm.truncate_follower(("t", 9), 0)  # not hosted: ignored
+
+
+def test_follower_restart_starts_empty_at_the_leaders_log_start(rm: ReplicaManager) -> None:
+    part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
+    rm.append_as_follower(part, records(3), leader_hw=3)
+    rm.restart_follower_at(TP, 100)
+    assert (part.log.log_start_offset, part.log_end_offset, part.high_watermark) == (100, 100, 100)
+    rm.append_as_follower(part, records(2, base=100), leader_hw=101)
+    assert (part.log_end_offset, part.high_watermark) == (102, 101)
+    rm.restart_follower_at(("t", 9), 0)  # not hosted: ignored
+
