@@ -59,3 +59,14 @@ def test_follower_restart_starts_empty_at_the_leaders_log_start(rm: ReplicaManag
     assert (part.log_end_offset, part.high_watermark) == (102, 101)
     rm.restart_follower_at(("t", 9), 0)  # not hosted: ignored
 
+
+def test_leader_high_watermark_follows_the_partitions_isr(rm: ReplicaManager) -> None:
+    part = rm.become_leader("t", 0, [1, 2, 3], 0, [1, 2, 3], 0, 1, 1, None)
+    rm.append(part, records(10), acks=1)
+    rm.record_follower_fetch(part, 2, 10)
+    rm.record_follower_fetch(part, 3, 4)
+    assert part.high_watermark == 4  # 3 is in the ISR and holds it back
+    # A new LeaderAndIsr for the same leader: the ISR changes, the followers' progress stays.
+    rm.become_leader("t", 0, [1, 2, 3], 1, [1, 2], 1, 1, 1, None)
+    assert part.isr == [1, 2] and part.high_watermark == 10
+    assert part.tracker is not None and part.tracker.followers[3].log_end_offset == 4
