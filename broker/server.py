@@ -20,6 +20,7 @@ from broker.network import Listener
 from broker.replication.fetcher_manager import FetcherManager
 from broker.replication.leftover_throttles import LeftoverThrottleWatch
 from broker.replication.replica_manager import ReplicaManager
+from broker.replication.roles import PartitionRoles
 from broker.replication.throttles import ReplicationThrottles
 from broker.signal import Signal
 from broker.zk import layout as L
@@ -32,8 +33,8 @@ from broker.zk.config_entities import (
     desanitize,
 )
 from broker.zk.dynamic_config import DynamicConfigManager
+from broker.zk.topic_configs import TopicConfigs, topic_int
 from fetcher.connection import KafkaConnection
-from protocol.errors import ErrorCode
 from quotas.client import ClientQuotaManager
 from quotas.controller_mutation import ControllerMutationQuotaManager
 
@@ -58,6 +59,8 @@ class Broker:
                                               config.replication_quota_window_size_seconds,
                                               lambda: time.monotonic() * 1000)
         self.fetchers = FetcherManager(config, self.replicas, self.throttles, self.throttles.follower_lag)
+        self.topic_configs = TopicConfigs(self.zk)
+        self.roles = PartitionRoles(config, self.replicas, self.fetchers, self.metadata, self.topic_configs)
         self.produce_quotas = ClientQuotaManager("produce", config.quota_window_num,
                                                  config.quota_window_size_seconds, config.quota_producer_default,
                                                  dict(config.quota_producer_override))
@@ -71,7 +74,6 @@ class Broker:
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable)
         self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,
                            self.metadata_updated)
-        self.topic_configs: dict[str, dict[str, str]] = {}
         self.dispatcher = Dispatcher(self, ALL_APIS)
         lst = config.listeners[0]
         self.listener = Listener(self.dispatcher, lst.host, lst.port, config.socket_request_max_bytes)
@@ -160,70 +162,10 @@ class Broker:
                  consumer_byte_rate=num(CONSUMER_BYTE_RATE), controller_mutation_rate=num(CONTROLLER_MUTATION_RATE))
 
     async def _on_topic_config(self, topic: str, config: dict[str, str]) -> None:
-        self.topic_configs[topic] = config
+        self.topic_configs.set(topic, config)
         self.throttles.on_topic_config(topic, config)
-        min_isr = self._topic_int(topic, config, "min.insync.replicas", self.config.min_insync_replicas)
-        for part in self.replicas.partitions.values():
-            if part.topic == topic:
-                part.min_insync_replicas = min_isr
-
-    # ---- roles -------------------------------------------------------------------------
-
-    async def _topic_config(self, topic: str) -> dict[str, str]:
-        cfg = self.topic_configs.get(topic)
-        if cfg is None:
-            try:
-                data, _ = await self.zk.get(f"/config/topics/{topic}")
-                cfg = L.decode_entity_config(data)
-            except NoNodeError:
-                cfg = {}
-            except Exception:
-                log.warning("topic.bad_config_znode", topic=topic)
-                cfg = {}
-            self.topic_configs[topic] = cfg
-        return cfg
-
-    def _topic_int(self, topic: str, cfg: dict[str, str], key: str, default: int) -> int:
-        try:
-            return int(cfg.get(key, default))
-        except ValueError:
-            log.warning("topic.bad_config", topic=topic, key=key)
-            return default
-
-    async def apply_partition_state(self, ps: dict[str, Any], leaders: dict[int, tuple[str, int]]) -> ErrorCode:
-        topic, index = ps["topic_name"], ps["partition_index"]
-        replicas = list(ps["replicas"])
-        if self.broker_id not in replicas:
-            return ErrorCode.NONE
-        current = self.replicas.get(topic, index)
-        if current is not None and ps["leader_epoch"] < current.leader_epoch:
-            log.warning("partition.stale_leader_epoch", topic=topic, partition=index,
-                        got=ps["leader_epoch"], have=current.leader_epoch)
-            return ErrorCode.STALE_CONTROLLER_EPOCH
-        cfg = await self._topic_config(topic)
-        segment = self._topic_int(topic, cfg, "segment.bytes", self.config.log_segment_bytes)
-        leader = ps["leader"]
-        zk_version = ps.get("partition_epoch", ps.get("zk_version", 0))
-        if leader == self.broker_id:
-            self.fetchers.remove((topic, index))
-            min_isr = self._topic_int(topic, cfg, "min.insync.replicas", self.config.min_insync_replicas)
-            self.replicas.become_leader(topic, index, replicas, ps["leader_epoch"], ps["isr"], zk_version,
-                                        ps["controller_epoch"], min_isr, segment)
-            log.info("partition.leader", topic=topic, partition=index, leader_epoch=ps["leader_epoch"])
-            return ErrorCode.NONE
-        part = self.replicas.become_follower(topic, index, replicas, leader, ps["leader_epoch"], ps["isr"],
-                                             zk_version, ps["controller_epoch"], segment)
-        addr = leaders.get(leader)
-        info = self.metadata.brokers.get(leader)
-        if addr is not None:
-            info = L.BrokerInfo(leader, addr[0], addr[1])
-        if info is None:
-            self.fetchers.remove((topic, index))
-            log.warning("partition.leader_unknown", topic=topic, partition=index, leader=leader)
-            return ErrorCode.LEADER_NOT_AVAILABLE
-        self.fetchers.add(part, info)
-        log.info("partition.follower", topic=topic, partition=index, leader=leader, leader_epoch=ps["leader_epoch"])
-        return ErrorCode.NONE
+        min_isr = topic_int(topic, config, "min.insync.replicas", self.config.min_insync_replicas)
+        self.replicas.set_min_insync_replicas(topic, min_isr)
 
     # ---- lifecycle -------------------------------------------------------------------
 

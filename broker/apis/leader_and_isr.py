@@ -25,6 +25,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     leaders = {b["broker_id"]: (b["host_name"], b["port"]) for b in request["live_leaders"]}
     errors = []
     for ps in request["ungrouped_partition_states"]:
-        code = await broker.apply_partition_state(ps, leaders)
+        code = await broker.roles.apply_partition_state(ps, leaders)
         errors.append({"topic_name": ps["topic_name"], "partition_index": ps["partition_index"], "error_code": code})
     return {"error_code": 0, "partition_errors": errors}

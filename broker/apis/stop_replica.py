@@ -20,7 +20,6 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     errors = []
     for p in request["ungrouped_partitions"]:
         tp = (p["topic_name"], p["partition_index"])
-        broker.fetchers.remove(tp)
-        broker.replicas.stop_replica(tp[0], tp[1], delete)
+        broker.roles.stop_replica(tp[0], tp[1], delete)
         errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": 0})
     return {"error_code": 0, "partition_errors": errors}

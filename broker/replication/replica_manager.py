@@ -192,6 +192,12 @@ class ReplicaManager:
         self.appended.fire()
         return part
 
+    def set_min_insync_replicas(self, topic: str, min_isr: int) -> None:
+        """A topic's `min.insync.replicas` changed: every hosted partition of it takes the new value."""
+        for part in self.partitions.values():
+            if part.topic == topic:
+                part.min_insync_replicas = min_isr
+
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         part = self.partitions.get((topic, index))
         if not delete:

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from broker.config import BrokerConfig
+from broker.metadata import MetadataCache
 from broker.metrics import Registry
-from broker.replication.replica_manager import ReplicaManager
+from broker.replication.replica_manager import Partition, ReplicaManager
+from broker.replication.roles import PartitionRoles
 from broker.zk.client import ZkClient
+from broker.zk.layout import BrokerInfo
+from broker.zk.topic_configs import TopicConfigs
+from protocol.errors import ErrorCode
 from protocol.records.message_set import build_message_set
 
 TP = ("t", 0)
@@ -70,3 +76,39 @@ def test_leader_high_watermark_follows_the_partitions_isr(rm: ReplicaManager) ->
     rm.become_leader("t", 0, [1, 2, 3], 1, [1, 2], 1, 1, 1, None)
     assert part.isr == [1, 2] and part.high_watermark == 10
     assert part.tracker is not None and part.tracker.followers[3].log_end_offset == 4
+
+
+class FakeFetchers:
+    def __init__(self) -> None:
+        self.assigned: dict[tuple[str, int], int] = {}
+
+    def add(self, part: Partition, leader: BrokerInfo) -> None:
+        self.assigned[part.key] = leader.broker_id
+
+    def remove(self, tp: tuple[str, int]) -> None:
+        self.assigned.pop(tp, None)
+
+
+def state(leader: int, epoch: int, replicas: list[int] | None = None) -> dict[str, Any]:
+    return {"topic_name": "t", "partition_index": 0, "controller_epoch": 1, "leader": leader, "leader_epoch": epoch,
+            "isr": replicas or [1, 2], "zk_version": 0, "replicas": replicas or [1, 2]}
+
+
+async def test_roles_follow_leader_and_isr(rm: ReplicaManager) -> None:
+    fetchers = FakeFetchers()
+    configs = TopicConfigs(ZkClient("127.0.0.1:1"))
+    configs.set("t", {"segment.bytes": "4096", "min.insync.replicas": "2"})
+    roles = PartitionRoles(rm.config, rm, fetchers, MetadataCache(), configs)  # type: ignore[arg-type]
+    leaders = {2: ("127.0.0.1", 9)}
+    assert await roles.apply_partition_state(state(2, 3), leaders) == ErrorCode.NONE
+    part = rm.get("t", 0)
+    assert part is not None and part.leader == 2 and fetchers.assigned == {TP: 2}
+    assert part.log.segment_bytes == 4096
+    assert await roles.apply_partition_state(state(1, 2), leaders) == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert part.leader == 2
+    assert await roles.apply_partition_state(state(1, 4), leaders) == ErrorCode.NONE
+    assert part.leader == 1 and part.min_insync_replicas == 2 and fetchers.assigned == {}
+    assert await roles.apply_partition_state(state(3, 5, [1, 3]), {}) == ErrorCode.LEADER_NOT_AVAILABLE
+    assert await roles.apply_partition_state(state(2, 6, [2, 3]), leaders) == ErrorCode.NONE  # not a replica here
+    roles.stop_replica("t", 0, delete=True)
+    assert rm.get("t", 0) is None
