@@ -189,6 +189,7 @@ class ReplicaManager:
             log.info("partition.truncating", topic=topic, partition=index, to=part.high_watermark,
                      log_end_offset=part.log_end_offset)
             part.log.truncate_to(part.high_watermark)
+            part.high_watermark = min(part.high_watermark, part.log_end_offset)  # a straddling wrapper went whole
         self.appended.fire()
         return part
 
@@ -274,7 +275,8 @@ class ReplicaManager:
         part = self.partitions.get(tp)
         if part is not None:
             part.log.truncate_to(offset)
-            part.high_watermark = min(part.high_watermark, offset)
+            # A compressed wrapper straddling `offset` goes whole, so the log may now end below it.
+            part.high_watermark = min(part.high_watermark, part.log_end_offset)
 
     def restart_follower_at(self, tp: tuple[str, int], offset: int) -> None:
         """The leader's log starts above our end: drop our log and start empty at `offset`."""

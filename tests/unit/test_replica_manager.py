@@ -16,6 +16,7 @@ from broker.zk.client import ZkClient
 from broker.zk.layout import BrokerInfo
 from broker.zk.topic_configs import TopicConfigs
 from protocol.errors import ErrorCode
+from protocol.records.compression import GZIP
 from protocol.records.message_set import build_message_set
 
 TP = ("t", 0)
@@ -112,3 +113,23 @@ async def test_roles_follow_leader_and_isr(rm: ReplicaManager) -> None:
     assert await roles.apply_partition_state(state(2, 6, [2, 3]), leaders) == ErrorCode.NONE  # not a replica here
     roles.stop_replica("t", 0, delete=True)
     assert rm.get("t", 0) is None
+
+
+def test_follower_truncation_into_a_compressed_wrapper_keeps_hw_within_the_log(rm: ReplicaManager) -> None:
+    # Divergent logs (an unclean election): our gzip wrapper holds 0-4, the new leader's log ends at 3.
+    part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
+    wrapper = build_message_set([(None, b"v%d" % i, 0) for i in range(5)], codec=GZIP)
+    rm.append_as_follower(part, wrapper, leader_hw=5)
+    assert (part.log_end_offset, part.high_watermark) == (5, 5)
+    rm.truncate_follower(TP, 3)  # the wrapper straddles 3 and goes whole
+    assert part.log_end_offset == 0
+    assert part.high_watermark == 0  # never above the log end
+
+
+def test_becoming_follower_inside_a_compressed_wrapper_keeps_hw_within_the_log(rm: ReplicaManager) -> None:
+    part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
+    wrapper = build_message_set([(None, b"v%d" % i, 0) for i in range(5)], codec=GZIP)
+    rm.append_as_follower(part, wrapper, leader_hw=3)  # a divergent leader's high watermark, mid-wrapper
+    assert (part.log_end_offset, part.high_watermark) == (5, 3)
+    rm.become_follower("t", 0, [1, 2], 2, 1, [1, 2], 0, 1, None)  # truncates to the high watermark
+    assert (part.log_end_offset, part.high_watermark) == (0, 0)
