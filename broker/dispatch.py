@@ -21,16 +21,16 @@ from protocol.headers import decode_request_header, encode_response_header
 from protocol.schema import request_codec, response_codec
 
 if TYPE_CHECKING:
+    from broker.apis.context import BrokerServices, DispatchHost
     from broker.apis.registry import Api
     from broker.network import Connection
-    from broker.server import Broker
 
 log = structlog.get_logger()
 
 
 @dataclass
 class RequestContext:
-    broker: Broker
+    services: BrokerServices  # all a handler may use of the broker
     conn: Connection
     api_key: int
     api_version: int
@@ -44,8 +44,8 @@ class RequestContext:
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker, apis: list[Api]) -> None:
-        self.broker = broker
+    def __init__(self, broker: DispatchHost, apis: list[Api]) -> None:
+        self.services: BrokerServices = broker
         self.handlers: dict[int, Api] = {api.key: api for api in apis}
         self.names: dict[int, str] = {api.key: api.name for api in apis}
         if self.handlers.keys() != registry.SERVED.keys():
@@ -74,7 +74,7 @@ class Dispatcher:
                 return True
             log.warning("request.unsupported_version", peer=conn.peer, api_key=key, api_version=version)
             return False
-        ctx = RequestContext(self.broker, conn, key, version, header.correlation_id,
+        ctx = RequestContext(self.services, conn, key, version, header.correlation_id,
                              header.client_id or "", received, 4 + len(frame_bytes))
         try:
             decode = getattr(mod, "decode", None)

@@ -1,45 +1,39 @@
-"""One broker process: ZooKeeper registration, controller candidacy, logs, fetchers, listener, metrics."""
+"""One broker process: assembles its parts (logs, fetchers, controller candidacy, listener,
+dynamic config, metrics), registers in ZooKeeper, and runs them from start to stop."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
 import time
-from typing import Any
 
 import structlog
 
 from broker.apis import ALL_APIS
 from broker.apis.admin import Admin
+from broker.broker_metrics import register_quota_gauges, register_replication_gauges
 from broker.config import BrokerConfig
+from broker.config_apply import ConfigApplier
+from broker.controlled_shutdown import controlled_shutdown
 from broker.controller.controller import Controller
 from broker.dispatch import Dispatcher
 from broker.metadata import MetadataCache
-from broker.metrics import Registry, bounded, serve_metrics
+from broker.metrics import Registry, serve_metrics
 from broker.network import Listener
 from broker.replication.fetcher_manager import FetcherManager
-from broker.replication.leftover_throttles import LeftoverThrottleWatch
+from broker.replication.leftover_throttles import watch_leftover_throttles
 from broker.replication.replica_manager import ReplicaManager
+from broker.replication.roles import PartitionRoles
 from broker.replication.throttles import ReplicationThrottles
 from broker.signal import Signal
 from broker.zk import layout as L
 from broker.zk.client import NodeExistsError, NoNodeError, ZkClient
-from broker.zk.config_entities import (
-    CONSUMER_BYTE_RATE,
-    CONTROLLER_MUTATION_RATE,
-    DEFAULT_ENTITY,
-    PRODUCER_BYTE_RATE,
-    desanitize,
-)
 from broker.zk.dynamic_config import DynamicConfigManager
-from fetcher.connection import KafkaConnection
-from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
+from broker.zk.topic_configs import TopicConfigs
 from quotas.client import ClientQuotaManager
 from quotas.controller_mutation import ControllerMutationQuotaManager
 
 log = structlog.get_logger()
-CONTROLLED_SHUTDOWN = ApiKey.CONTROLLED_SHUTDOWN
 
 
 class StartupError(RuntimeError):
@@ -59,6 +53,8 @@ class Broker:
                                               config.replication_quota_window_size_seconds,
                                               lambda: time.monotonic() * 1000)
         self.fetchers = FetcherManager(config, self.replicas, self.throttles, self.throttles.follower_lag)
+        self.topic_configs = TopicConfigs(self.zk)
+        self.roles = PartitionRoles(config, self.replicas, self.fetchers, self.metadata, self.topic_configs)
         self.produce_quotas = ClientQuotaManager("produce", config.quota_window_num,
                                                  config.quota_window_size_seconds, config.quota_producer_default,
                                                  dict(config.quota_producer_override))
@@ -66,74 +62,26 @@ class Broker:
                                                config.quota_consumer_default, dict(config.quota_consumer_override))
         self.mutation_quotas = ControllerMutationQuotaManager(config.controller_quota_window_num,
                                                               config.controller_quota_window_size_seconds)
-        self.dynamic_config = DynamicConfigManager(self.zk, {
-            "brokers": self._on_broker_config, "topics": self._on_topic_config,
-            "clients": self._on_client_config})
+        self.config_applier = ConfigApplier(config.min_insync_replicas, self.throttles, self.topic_configs,
+                                            self.replicas, self.produce_quotas, self.fetch_quotas,
+                                            self.mutation_quotas, self.now_ms)
+        self.dynamic_config = DynamicConfigManager(self.zk, self.config_applier.handlers())
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable)
         self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,
                            self.metadata_updated)
-        self.topic_configs: dict[str, dict[str, str]] = {}
         self.dispatcher = Dispatcher(self, ALL_APIS)
         lst = config.listeners[0]
         self.listener = Listener(self.dispatcher, lst.host, lst.port, config.socket_request_max_bytes)
         self._metrics_server: asyncio.Server | None = None
         self.metrics_url: str | None = None
         self._leftover_task: asyncio.Task[None] | None = None
-        m = self.metrics
-        m.gauge("sum_replica_lag", "Messages the followers of led partitions are behind",
-                lambda: [({}, self.replicas.sum_replica_lag())])
-        m.gauge("leader_replication_throttled_rate", "Throttled replication bytes/s sent as leader (KIP-73)",
-                lambda: [({}, self.throttles.leader.measured_rate())])
-        m.gauge("follower_replication_throttled_rate", "Throttled replication bytes/s fetched as follower (KIP-73)",
-                lambda: [({}, self.throttles.follower.measured_rate())])
-        m.gauge("leader_replication_throttle_bytes_per_second", "Leader throttle in force (absent: unlimited)",
-                lambda: [] if self.throttles.leader.quota is None else [({}, self.throttles.leader.quota)])
-        m.gauge("follower_replication_throttle_bytes_per_second", "Follower throttle in force (absent: unlimited)",
-                lambda: [] if self.throttles.follower.quota is None else [({}, self.throttles.follower.quota)])
-
-        m.gauge("client_byte_rate", "Bytes/s per client id and quota type (KIP-13)", self._client_rates)
-        m.gauge("client_throttle_time_ms", "Average throttle per client id and quota type over the quota window",
-                self._client_throttles)
-        m.gauge("client_quota_bytes_per_second", "Client byte-rate quota in force (absent: unlimited)",
-                self._client_quotas)
-        m.gauge("controller_mutation_rate", "Partition mutations/s per client id (KIP-599)",
-                lambda: self._mutation_metric(self.mutation_quotas.rate))
-        m.gauge("controller_mutation_tokens", "Token bucket credit per client id (absent: unlimited)",
-                lambda: self._mutation_metric(self.mutation_quotas.tokens))
-        m.gauge("controller_mutation_throttle_time_ms", "Average mutation throttle per client id",
-                lambda: self._mutation_metric(self.mutation_quotas.throttle_time_avg))
+        register_replication_gauges(self.metrics, self.replicas, self.throttles)
+        register_quota_gauges(self.metrics, self.produce_quotas, self.fetch_quotas, self.mutation_quotas,
+                              self.now_ms)
 
     @staticmethod
     def now_ms() -> float:
         return time.monotonic() * 1000
-
-    def _client_rates(self) -> list[tuple[dict[str, str], float]]:
-        now = self.now_ms()
-        return [({"client_id": c, "type": q.kind}, q.rate(c, now))
-                for q in (self.produce_quotas, self.fetch_quotas) for c in q.clients()]
-
-    def _client_throttles(self) -> list[tuple[dict[str, str], float]]:
-        now = self.now_ms()
-        return [({"client_id": c, "type": q.kind}, q.throttle_time_avg(c, now))
-                for q in (self.produce_quotas, self.fetch_quotas) for c in q.clients()]
-
-    def _client_quotas(self) -> list[tuple[dict[str, str], float]]:
-        out = []
-        for q in (self.produce_quotas, self.fetch_quotas):
-            for c in q.clients():
-                bound = q.quota(c)
-                if bound is not None:
-                    out.append(({"client_id": c, "type": q.kind}, bound))
-        return out
-
-    def _mutation_metric(self, fn: Any) -> list[tuple[dict[str, str], float]]:
-        now = self.now_ms()
-        out = []
-        for c in list(self.mutation_quotas.clients):
-            v = fn(c, now)
-            if v is not None:
-                out.append(({"client_id": c}, v))
-        return out
 
     @property
     def cluster_id(self) -> str:
@@ -141,90 +89,6 @@ class Broker:
 
     def metadata_changed(self) -> None:
         self.metadata_updated.fire()
-
-    # ---- dynamic config ----------------------------------------------------------------
-
-    async def _on_broker_config(self, name: str, config: dict[str, str]) -> None:
-        self.throttles.on_broker_config(name, config)
-
-    async def _on_client_config(self, znode_name: str, config: dict[str, str]) -> None:
-        # Kafka URL-encodes client ids in znode names (so "/" and odd characters fit).
-        name = znode_name if znode_name == DEFAULT_ENTITY else desanitize(znode_name)
-
-        def num(key: str) -> float | None:
-            return None if key not in config else float(config[key])
-
-        self.produce_quotas.set_entity_quota(name, num(PRODUCER_BYTE_RATE))
-        self.fetch_quotas.set_entity_quota(name, num(CONSUMER_BYTE_RATE))
-        self.mutation_quotas.set_entity_quota(name, num(CONTROLLER_MUTATION_RATE), self.now_ms())
-        log.info("quota.client_config", client_id=bounded(name), producer_byte_rate=num(PRODUCER_BYTE_RATE),
-                 consumer_byte_rate=num(CONSUMER_BYTE_RATE), controller_mutation_rate=num(CONTROLLER_MUTATION_RATE))
-
-    async def _on_topic_config(self, topic: str, config: dict[str, str]) -> None:
-        self.topic_configs[topic] = config
-        self.throttles.on_topic_config(topic, config)
-        min_isr = self._topic_int(topic, config, "min.insync.replicas", self.config.min_insync_replicas)
-        for part in self.replicas.partitions.values():
-            if part.topic == topic:
-                part.min_insync_replicas = min_isr
-
-    # ---- roles -------------------------------------------------------------------------
-
-    async def _topic_config(self, topic: str) -> dict[str, str]:
-        cfg = self.topic_configs.get(topic)
-        if cfg is None:
-            try:
-                data, _ = await self.zk.get(f"/config/topics/{topic}")
-                cfg = L.decode_entity_config(data)
-            except NoNodeError:
-                cfg = {}
-            except Exception:
-                log.warning("topic.bad_config_znode", topic=topic)
-                cfg = {}
-            self.topic_configs[topic] = cfg
-        return cfg
-
-    def _topic_int(self, topic: str, cfg: dict[str, str], key: str, default: int) -> int:
-        try:
-            return int(cfg.get(key, default))
-        except ValueError:
-            log.warning("topic.bad_config", topic=topic, key=key)
-            return default
-
-    async def apply_partition_state(self, ps: dict[str, Any], leaders: dict[int, tuple[str, int]]) -> ErrorCode:
-        topic, index = ps["topic_name"], ps["partition_index"]
-        replicas = list(ps["replicas"])
-        if self.broker_id not in replicas:
-            return ErrorCode.NONE
-        current = self.replicas.get(topic, index)
-        if current is not None and ps["leader_epoch"] < current.leader_epoch:
-            log.warning("partition.stale_leader_epoch", topic=topic, partition=index,
-                        got=ps["leader_epoch"], have=current.leader_epoch)
-            return ErrorCode.STALE_CONTROLLER_EPOCH
-        cfg = await self._topic_config(topic)
-        segment = self._topic_int(topic, cfg, "segment.bytes", self.config.log_segment_bytes)
-        leader = ps["leader"]
-        zk_version = ps.get("partition_epoch", ps.get("zk_version", 0))
-        if leader == self.broker_id:
-            self.fetchers.remove((topic, index))
-            min_isr = self._topic_int(topic, cfg, "min.insync.replicas", self.config.min_insync_replicas)
-            self.replicas.become_leader(topic, index, replicas, ps["leader_epoch"], ps["isr"], zk_version,
-                                        ps["controller_epoch"], min_isr, segment)
-            log.info("partition.leader", topic=topic, partition=index, leader_epoch=ps["leader_epoch"])
-            return ErrorCode.NONE
-        part = self.replicas.become_follower(topic, index, replicas, leader, ps["leader_epoch"], ps["isr"],
-                                             zk_version, ps["controller_epoch"], segment)
-        addr = leaders.get(leader)
-        info = self.metadata.brokers.get(leader)
-        if addr is not None:
-            info = L.BrokerInfo(leader, addr[0], addr[1])
-        if info is None:
-            self.fetchers.remove((topic, index))
-            log.warning("partition.leader_unknown", topic=topic, partition=index, leader=leader)
-            return ErrorCode.LEADER_NOT_AVAILABLE
-        self.fetchers.add(part, info)
-        log.info("partition.follower", topic=topic, partition=index, leader=leader, leader_epoch=ps["leader_epoch"])
-        return ErrorCode.NONE
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -277,26 +141,10 @@ class Broker:
         await self._register(new_session=True)
         self.zk.on_session(self._on_session)
         await self.controller.start()
-        self._leftover_task = asyncio.create_task(self._watch_leftover_throttles())
+        self._leftover_task = asyncio.create_task(watch_leftover_throttles(
+            self.throttles, self.zk, self.config.replication_throttle_leftover_warn_ms, self.now_ms))
         log.info("broker.started", host=self.listener.host, port=self.listener.port,
                  zookeeper=self.config.zookeeper_connect)
-
-    async def _watch_leftover_throttles(self) -> None:
-        grace = self.config.replication_throttle_leftover_warn_ms
-        watch = LeftoverThrottleWatch(grace, self.now_ms())
-        while True:
-            await asyncio.sleep(min(grace / 4000, 30))
-            acting = self.throttles.acting()
-            try:
-                reassigning = bool(acting) and await self.zk.exists(L.REASSIGN)
-            except Exception:
-                continue  # ZooKeeper away: judge again on the next round
-            if watch.observe(bool(acting), reassigning, self.now_ms()):
-                log.warning("throttle.leftover", idle_s=round(watch.idle_ms(self.now_ms()) / 1000),
-                            leader_rate=self.throttles.leader.quota, follower_rate=self.throttles.follower.quota,
-                            topics=acting,
-                            hint="no reassignment is running: run `minibroker reassign --verify` for the last "
-                                 "move, or remove the rates and replica lists with `minibroker configs`")
 
     async def _on_session(self, new_session: bool) -> None:
         if new_session:
@@ -306,29 +154,9 @@ class Broker:
             except Exception as e:
                 log.error("broker.reregister_failed", error=str(e))
 
-    async def controlled_shutdown(self, attempts: int = 3) -> None:
+    async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away before this broker exits."""
-        for attempt in range(attempts):
-            cid = self.metadata.controller_id
-            if cid == self.broker_id and self.controller.active:
-                remaining = await self.controller.controlled_shutdown(self.broker_id)
-                if not remaining:
-                    log.info("broker.controlled_shutdown_done")
-                    return
-            else:
-                info = self.metadata.brokers.get(cid)
-                if info is None:
-                    return
-                try:
-                    async with await KafkaConnection.open(info.host, info.port, f"broker-{self.broker_id}", 5) as c:
-                        resp = await c.request(CONTROLLED_SHUTDOWN, 1, {"broker_id": self.broker_id}, 30)
-                    if resp["error_code"] == 0 and not resp["remaining_partitions"]:
-                        log.info("broker.controlled_shutdown_done")
-                        return
-                except Exception as e:
-                    log.info("broker.controlled_shutdown_retry", attempt=attempt, error=type(e).__name__)
-            await asyncio.sleep(1)
-        log.warning("broker.controlled_shutdown_incomplete")
+        await controlled_shutdown(self.broker_id, self.metadata, self.controller)
 
     async def stop(self, controlled: bool = True) -> None:
         log.info("broker.stopping")

@@ -16,7 +16,7 @@ from protocol.messages import controlled_shutdown as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    controller = ctx.broker.controller
+    controller = ctx.services.controller
     if not controller.active:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
     remaining = await controller.controlled_shutdown(request["broker_id"])

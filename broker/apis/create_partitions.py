@@ -21,7 +21,7 @@ from protocol.messages import create_partitions as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    admin = ctx.broker.admin
+    admin = ctx.services.admin
     counts = Counter(t["name"] for t in request["topics"])
     quota = MutationQuota(ctx, strict=ctx.api_version >= 3)
     results = []
@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             res["error_message"] = e.message
     timeout = max(request.get("timeout_ms", 0), 0) / 1000
     if grown and timeout > 0:
-        await ctx.broker.metadata_updated.wait_until(
+        await ctx.services.metadata_updated.wait_until(
             lambda: all(admin.has_leaders(n, count) for n, count in grown), timeout)
     return {"throttle_time_ms": quota.finish(), "results": results}
 

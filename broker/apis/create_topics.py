@@ -22,7 +22,7 @@ from protocol.messages import create_topics as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    admin = ctx.broker.admin
+    admin = ctx.services.admin
     validate_only = bool(request.get("validate_only", False))
     quota = MutationQuota(ctx, strict=ctx.api_version >= 6)
     counts = Counter(t["name"] for t in request["topics"])
@@ -56,7 +56,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     # this broker's metadata, so a client's next Metadata request finds them.
     timeout = max(request.get("timeout_ms", 0), 0) / 1000
     if created and timeout > 0:
-        ready = await ctx.broker.metadata_updated.wait_until(
+        ready = await ctx.services.metadata_updated.wait_until(
             lambda: all(admin.has_leaders(n, count) for n, count in created), timeout)
         if not ready:
             for res in results:

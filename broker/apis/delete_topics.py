@@ -19,7 +19,7 @@ from protocol.messages import delete_topics as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    admin = ctx.broker.admin
+    admin = ctx.services.admin
     names = list(request.get("topic_names") or [])
     counts = Counter(names)
     quota = MutationQuota(ctx, strict=ctx.api_version >= 5)
@@ -42,9 +42,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             res["error_code"] = e.code
             res["error_message"] = e.message
     timeout = max(request.get("timeout_ms", 0), 0) / 1000
-    md = ctx.broker.metadata
+    md = ctx.services.metadata
     if deleting and timeout > 0:
-        gone = await ctx.broker.metadata_updated.wait_until(lambda: not any(n in md.topics for n in deleting), timeout)
+        gone = await ctx.services.metadata_updated.wait_until(lambda: not any(n in md.topics for n in deleting), timeout)
         if not gone:
             for res in results:
                 if res["name"] in md.topics and res["error_code"] == 0:

@@ -50,12 +50,12 @@ def decode(buf: memoryview, version: int) -> dict[str, Any]:
 
 def _read_all(ctx: RequestContext, request: dict[str, Any],
               first_pass: bool) -> tuple[list[dict[str, Any]], int, int, bool]:
-    broker = ctx.broker
-    rm = broker.replicas
+    services = ctx.services
+    rm = services.replicas
     version = ctx.api_version
     replica_id = request["replica_id"]
     consumer = replica_id < 0
-    leader_quota = broker.throttles.leader
+    leader_quota = services.throttles.leader
     exceeded: bool | None = None  # measured at most once per pass
     limit = request.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF
     min_one = version >= 3
@@ -73,10 +73,10 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
             parts.append(out)
             part = rm.get(name, idx)
             if part is None:
-                known = broker.metadata.partition(name, idx) is not None
+                known = services.metadata.partition(name, idx) is not None
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if part.leader != broker.broker_id and replica_id != DEBUG_REPLICA_ID:
+            if part.leader != services.broker_id and replica_id != DEBUG_REPLICA_ID:
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
                 continue
             throttled = limited = False
@@ -126,12 +126,12 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
-    broker = ctx.broker
-    rm = broker.replicas
+    services = ctx.services
+    rm = services.replicas
     consumer = request["replica_id"] < 0
     throttle_ms = 0
     if consumer:
-        throttle_ms = broker.fetch_quotas.throttle_before(ctx.client_id, broker.now_ms())
+        throttle_ms = services.fetch_quotas.throttle_before(ctx.client_id, services.now_ms())
         if throttle_ms:
             await asyncio.sleep(throttle_ms / 1000)
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
@@ -144,10 +144,10 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
         if total >= min_bytes or remaining <= 0 or errors:
             if throttled_bytes:
-                broker.throttles.leader.record(throttled_bytes)
+                services.throttles.leader.record(throttled_bytes)
             pieces = encode_fetch_response(ctx.api_version, throttle_ms, responses)
             if consumer:
-                broker.fetch_quotas.record_only(ctx.client_id, 4 + sum(len(p) for p in pieces), broker.now_ms())
+                services.fetch_quotas.record_only(ctx.client_id, 4 + sum(len(p) for p in pieces), services.now_ms())
             return pieces
         # Partitions held back by the leader throttle get their budget back continuously, so
         # look again soon rather than only when something is appended.

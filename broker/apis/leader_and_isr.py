@@ -16,14 +16,14 @@ from protocol.messages import leader_and_isr as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    broker = ctx.broker
-    if request["controller_epoch"] < broker.replicas.controller_epoch:
+    services = ctx.services
+    if request["controller_epoch"] < services.replicas.controller_epoch:
         return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
-    broker.replicas.controller_epoch = request["controller_epoch"]
+    services.replicas.controller_epoch = request["controller_epoch"]
     leaders = {b["broker_id"]: (b["host_name"], b["port"]) for b in request["live_leaders"]}
     errors = []
     for ps in request["ungrouped_partition_states"]:
-        code = await broker.apply_partition_state(ps, leaders)
+        code = await services.roles.apply_partition_state(ps, leaders)
         errors.append({"topic_name": ps["topic_name"], "partition_index": ps["partition_index"], "error_code": code})
     return {"error_code": 0, "partition_errors": errors}
 

@@ -20,7 +20,7 @@ EARLIEST = -2
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    broker = ctx.broker
+    services = ctx.services
     consumer = request["replica_id"] < 0
     topics = []
     for topic in request["topics"]:
@@ -31,9 +31,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             out: dict[str, Any] = {"partition_index": idx, "error_code": 0, "old_style_offsets": [],
                                    "timestamp": -1, "offset": -1}
             parts.append(out)
-            part = broker.replicas.get(name, idx)
-            if part is None or part.leader != broker.broker_id:
-                known = broker.metadata.partition(name, idx) is not None
+            part = services.replicas.get(name, idx)
+            if part is None or part.leader != services.broker_id:
+                known = services.metadata.partition(name, idx) is not None
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             ts = rp["timestamp"]

@@ -19,8 +19,8 @@ from protocol.messages import metadata as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    broker = ctx.broker
-    md = broker.metadata
+    services = ctx.services
+    md = services.metadata
     requested = request.get("topics")
     if requested is None or (ctx.api_version == 0 and not requested):
         names = sorted(md.topics)
@@ -34,9 +34,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []})
                 continue
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if broker.config.auto_create_topics_enable:
+            if services.config.auto_create_topics_enable:
                 try:
-                    await broker.admin.create_topic(TopicSpec(name, -1, -1, None, {}))
+                    await services.admin.create_topic(TopicSpec(name, -1, -1, None, {}))
                     code = ErrorCode.LEADER_NOT_AVAILABLE
                 except AdminError as e:
                     code = ErrorCode.LEADER_NOT_AVAILABLE if e.code == ErrorCode.TOPIC_ALREADY_EXISTS else e.code
@@ -56,7 +56,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": partitions})
     brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
                for b in sorted(md.brokers.values(), key=lambda b: b.broker_id)]
-    return {"brokers": brokers, "cluster_id": broker.cluster_id, "controller_id": md.controller_id,
+    return {"brokers": brokers, "cluster_id": services.cluster_id, "controller_id": md.controller_id,
             "topics": topics}
 
 

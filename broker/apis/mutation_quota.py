@@ -23,13 +23,13 @@ class MutationQuota:
     def __init__(self, ctx: RequestContext, strict: bool) -> None:
         self.ctx = ctx
         self.strict = strict
-        self.manager = ctx.broker.mutation_quotas
+        self.manager = ctx.services.mutation_quotas
         self.throttle_ms = 0
         self._paid_at_ms = 0.0  # when the debt seen while recording is paid back
 
     def admit(self, partitions: int, res: dict[str, object]) -> bool:
         """Take `partitions` for one topic; False (with the error set on `res`) when rejected."""
-        now = self.ctx.broker.now_ms()
+        now = self.ctx.services.now_ms()
         if self.strict:
             throttle = self.manager.strict(self.ctx.client_id, partitions, now)
             if throttle:
@@ -52,7 +52,7 @@ class MutationQuota:
         partitions' leaders) is deducted: only what is still owed now is paid.
         """
         if self._paid_at_ms:
-            self.throttle_ms = max(0, round(self._paid_at_ms - self.ctx.broker.now_ms()))
+            self.throttle_ms = max(0, round(self._paid_at_ms - self.ctx.services.now_ms()))
         if self.throttle_ms:
             self.ctx.conn.mute_for(self.throttle_ms / 1000)
         return self.throttle_ms

@@ -33,8 +33,8 @@ def decode(buf: memoryview, version: int) -> dict[str, Any]:
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any] | None:
-    broker = ctx.broker
-    rm = broker.replicas
+    services = ctx.services
+    rm = services.replicas
     acks = request["acks"]
     results: dict[str, list[dict[str, Any]]] = {}
     waits: list[tuple[dict[str, Any], Any, int]] = []
@@ -49,10 +49,10 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
                 continue
             part = rm.get(name, idx)
-            if part is None or part.leader != broker.broker_id:
+            if part is None or part.leader != services.broker_id:
                 if topic_name_error(name):
                     entry["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
-                elif broker.metadata.partition(name, idx) is not None:
+                elif services.metadata.partition(name, idx) is not None:
                     entry["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
                 else:
                     entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -71,7 +71,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         codes = await asyncio.gather(*(rm.wait_for_hw(part, target, timeout) for _, part, target in waits))
         for (entry, _, _), code in zip(waits, codes, strict=True):
             entry["error_code"] = code
-    throttle_ms = broker.produce_quotas.record(ctx.client_id, ctx.size, broker.now_ms())
+    throttle_ms = services.produce_quotas.record(ctx.client_id, ctx.size, services.now_ms())
     if acks == 0:
         if throttle_ms:
             ctx.conn.mute_for(throttle_ms / 1000)

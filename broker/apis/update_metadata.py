@@ -11,11 +11,11 @@ from protocol.messages import update_metadata as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
-    broker = ctx.broker
-    if request["controller_epoch"] < broker.metadata.controller_epoch:
+    services = ctx.services
+    if request["controller_epoch"] < services.metadata.controller_epoch:
         return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}
-    broker.metadata.update(request)
-    broker.metadata_changed()
+    services.metadata.update(request)
+    services.metadata_changed()
     return {"error_code": 0}
 
 

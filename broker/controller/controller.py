@@ -19,20 +19,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import structlog
 
 from broker.controller.channel import ControllerChannel
+from broker.controller.context import ControllerContext
 from broker.controller.reassign import Reassigner
 from broker.zk import layout as L
 from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
-from protocol.api_keys import ApiKey
 
 log = structlog.get_logger()
 
-LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA
-LEADER_DURING_DELETE = -2
 
 TP = tuple[str, int]
 
@@ -42,18 +39,16 @@ class Controller:
         self.zk = zk
         self.broker_id = broker_id
         self.unclean = unclean_leader_election
-        self.epoch = 0
-        self.active = False
-        self.live: dict[int, L.BrokerInfo] = {}
-        self.assignment: dict[str, dict[int, list[int]]] = {}
-        self.states: dict[TP, tuple[L.PartitionState, int]] = {}
-        self.shutting_down: set[int] = set()
-        self.channel: ControllerChannel | None = None
-        self._events: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        self.ctx = ControllerContext(zk, broker_id)
         self._worker: asyncio.Task[None] | None = None
         self._watches_armed = False
         self._topic_watches: set[str] = set()
-        self.reassigner = Reassigner(self)
+        self.reassigner = Reassigner(self.ctx)
+
+    @property
+    def active(self) -> bool:
+        """This broker is the controller now."""
+        return self.ctx.active
 
     # ---- election --------------------------------------------------------------------
 
@@ -62,7 +57,7 @@ class Controller:
         await self.zk.watch_data(L.CONTROLLER, self._controller_changed)
 
     async def stop(self) -> None:
-        self.active = False
+        self.ctx.active = False
         self.reassigner.stop()
         if self._worker is not None:
             self._worker.cancel()
@@ -70,15 +65,12 @@ class Controller:
                 await self._worker
             except (asyncio.CancelledError, Exception):
                 pass
-        if self.channel is not None:
-            await self.channel.close()
-
-    def _enqueue(self, fn: Callable[[], Awaitable[None]]) -> None:
-        self._events.put_nowait(fn)
+        if self.ctx.channel is not None:
+            await self.ctx.channel.close()
 
     async def _process(self) -> None:
         while True:
-            fn = await self._events.get()
+            fn = await self.ctx.next_event()
             try:
                 await fn()
             except asyncio.CancelledError:
@@ -93,10 +85,10 @@ class Controller:
             except (ValueError, KeyError, TypeError):
                 log.warning("controller.bad_znode")
                 return
-            if holder != self.broker_id and self.active:
-                self._enqueue(self._resign)
+            if holder != self.broker_id and self.ctx.active:
+                self.ctx.enqueue(self._resign)
             return
-        self._enqueue(self._elect)
+        self.ctx.enqueue(self._elect)
 
     async def _elect(self) -> None:
         body = L.dumps({"version": 1, "brokerid": self.broker_id, "timestamp": str(int(time.time() * 1000))})
@@ -104,10 +96,10 @@ class Controller:
             await self.zk.create(L.CONTROLLER, body, ephemeral=True)
         except NodeExistsError:
             return
-        self.epoch = await self._bump_epoch()
-        self.active = True
-        log.info("controller.elected", controller_epoch=self.epoch)
-        self.channel = ControllerChannel(self.broker_id)
+        self.ctx.epoch = await self._bump_epoch()
+        self.ctx.active = True
+        log.info("controller.elected", controller_epoch=self.ctx.epoch)
+        self.ctx.channel = ControllerChannel(self.broker_id)
         if not self._watches_armed:
             self._watches_armed = True
             await self.zk.watch_children(L.BROKER_IDS, self._on(self._brokers_changed))
@@ -119,16 +111,16 @@ class Controller:
 
     async def _resign(self) -> None:
         log.info("controller.resigned")
-        self.active = False
+        self.ctx.active = False
         self.reassigner.stop()
-        if self.channel is not None:
-            await self.channel.close()
-            self.channel = None
+        if self.ctx.channel is not None:
+            await self.ctx.channel.close()
+            self.ctx.channel = None
 
     def _on(self, handler: Callable[[list[str]], Awaitable[None]]) -> Callable[[list[str]], Awaitable[None]]:
         async def cb(children: list[str]) -> None:
-            if self.active:
-                self._enqueue(lambda: handler(children) if self.active else _noop())
+            if self.ctx.active:
+                self.ctx.enqueue(lambda: handler(children) if self.ctx.active else _noop())
         return cb
 
     async def _bump_epoch(self) -> int:
@@ -164,52 +156,42 @@ class Controller:
     async def _read_topic(self, topic: str) -> None:
         try:
             data, _ = await self.zk.get(L.topic_path(topic))
-            self.assignment[topic] = L.decode_assignment(data)
+            self.ctx.assignment[topic] = L.decode_assignment(data)
         except NoNodeError:
-            self.assignment.pop(topic, None)
+            self.ctx.assignment.pop(topic, None)
             return
         except Exception:
             log.warning("controller.bad_topic_znode", topic=topic)
             return
-        for p in self.assignment[topic]:
-            await self._read_state(topic, p)
+        for p in self.ctx.assignment[topic]:
+            await self.ctx.read_state(topic, p)
         if topic not in self._topic_watches:
             self._topic_watches.add(topic)
             await self.zk.watch_data(L.topic_path(topic), self._assignment_changed_cb(topic))
 
-    async def _read_state(self, topic: str, p: int) -> None:
-        try:
-            data, version = await self.zk.get(L.partition_state_path(topic, p))
-            self.states[(topic, p)] = (L.PartitionState.decode(data), version)
-        except NoNodeError:
-            self.states.pop((topic, p), None)
-        except Exception:
-            log.warning("controller.bad_partition_state", topic=topic, partition=p)
-            self.states.pop((topic, p), None)
-
     async def _failover(self) -> None:
-        self.live = await self._read_brokers()
-        assert self.channel is not None
-        self.channel.set_brokers(self.live)
-        self.assignment.clear()
-        self.states.clear()
+        self.ctx.live = await self._read_brokers()
+        assert self.ctx.channel is not None
+        self.ctx.channel.set_brokers(self.ctx.live)
+        self.ctx.assignment.clear()
+        self.ctx.states.clear()
         for topic in await self.zk.get_children(L.BROKER_TOPICS):
             await self._read_topic(topic)
         await self._bring_online(self._all_partitions())
         # LeaderAndIsr before UpdateMetadata on each broker's ordered channel, as Kafka's request
         # batch does: a client must never learn of a leader before the leader knows it leads.
-        for bid in self.live:
-            self._send_leader_and_isr(bid, self._partitions_on(bid))
-        self._send_update_metadata(list(self.live), self._all_partitions())
+        for bid in self.ctx.live:
+            self.ctx.send_leader_and_isr(bid, self._partitions_on(bid))
+        self.ctx.send_update_metadata(list(self.ctx.live), self._all_partitions())
         await self._delete_requested(await self.zk.get_children(L.DELETE_TOPICS))
         await self._isr_changed(await self.zk.get_children(L.ISR_CHANGE))
         await self.reassigner.resume()
 
     def _all_partitions(self) -> list[TP]:
-        return [(t, p) for t, parts in self.assignment.items() for p in parts]
+        return [(t, p) for t, parts in self.ctx.assignment.items() for p in parts]
 
     def _partitions_on(self, broker_id: int) -> list[TP]:
-        return [tp for tp in self._all_partitions() if broker_id in self.assignment[tp[0]][tp[1]]]
+        return [tp for tp in self._all_partitions() if broker_id in self.ctx.assignment[tp[0]][tp[1]]]
 
     # ---- leader election -------------------------------------------------------------
 
@@ -217,43 +199,43 @@ class Controller:
         """New partitions get a first state; partitions whose leader is gone get a new one."""
         changed = []
         for tp in partitions:
-            replicas = self.assignment[tp[0]][tp[1]]
-            cur = self.states.get(tp)
+            replicas = self.ctx.assignment[tp[0]][tp[1]]
+            cur = self.ctx.states.get(tp)
             if cur is None:
-                alive = [r for r in replicas if r in self.live]
+                alive = [r for r in replicas if r in self.ctx.live]
                 if not alive:
                     continue
-                state = L.PartitionState(alive[0], 0, self.epoch, alive)
+                state = L.PartitionState(alive[0], 0, self.ctx.epoch, alive)
                 try:
                     await self.zk.create(L.partition_state_path(*tp), state.encode(), make_parents=True)
-                    self.states[tp] = (state, 0)
+                    self.ctx.states[tp] = (state, 0)
                 except NodeExistsError:
-                    await self._read_state(*tp)
-                    if tp in self.states and self.states[tp][0].leader in self.live:
+                    await self.ctx.read_state(*tp)
+                    if tp in self.ctx.states and self.ctx.states[tp][0].leader in self.ctx.live:
                         changed.append(tp)
                         continue
                     if await self._elect_leader(tp):
                         changed.append(tp)
                     continue
                 changed.append(tp)
-            elif cur[0].leader not in self.live or cur[0].leader in self.shutting_down:
+            elif cur[0].leader not in self.ctx.live or cur[0].leader in self.ctx.shutting_down:
                 if await self._elect_leader(tp):
                     changed.append(tp)
         return changed
 
     async def _elect_leader(self, tp: TP, excluding: int | None = None) -> bool:
         for _ in range(3):
-            cur = self.states.get(tp)
+            cur = self.ctx.states.get(tp)
             if cur is None:
                 return False
             state, version = cur
-            replicas = self.assignment[tp[0]][tp[1]]
-            live_isr = [r for r in state.isr if r in self.live and r != excluding]
-            candidates = [r for r in replicas if r in live_isr and r not in self.shutting_down]
+            replicas = self.ctx.assignment[tp[0]][tp[1]]
+            live_isr = [r for r in state.isr if r in self.ctx.live and r != excluding]
+            candidates = [r for r in replicas if r in live_isr and r not in self.ctx.shutting_down]
             if candidates:
                 leader, isr = candidates[0], live_isr
             elif self.unclean:
-                alive = [r for r in replicas if r in self.live and r != excluding and r not in self.shutting_down]
+                alive = [r for r in replicas if r in self.ctx.live and r != excluding and r not in self.ctx.shutting_down]
                 if not alive:
                     log.warning("controller.partition_offline", topic=tp[0], partition=tp[1])
                     return False
@@ -262,13 +244,9 @@ class Controller:
             else:
                 log.warning("controller.partition_offline", topic=tp[0], partition=tp[1], isr=state.isr)
                 return False
-            new = L.PartitionState(leader, state.leader_epoch + 1, self.epoch, isr)
-            try:
-                new_version = await self.zk.set(L.partition_state_path(*tp), new.encode(), version=version)
-            except BadVersionError:
-                await self._read_state(*tp)
+            new = L.PartitionState(leader, state.leader_epoch + 1, self.ctx.epoch, isr)
+            if not await self.ctx.write_state(tp, new, version):
                 continue
-            self.states[tp] = (new, new_version)
             log.info("controller.leader_elected", topic=tp[0], partition=tp[1], leader=leader,
                      leader_epoch=new.leader_epoch, isr=isr)
             return True
@@ -276,29 +254,26 @@ class Controller:
 
     async def _remove_from_isr(self, tp: TP, broker_id: int) -> bool:
         for _ in range(3):
-            cur = self.states.get(tp)
+            cur = self.ctx.states.get(tp)
             if cur is None or broker_id not in cur[0].isr or cur[0].leader == broker_id:
                 return False
             state, version = cur
-            new = L.PartitionState(state.leader, state.leader_epoch + 1, self.epoch,
+            new = L.PartitionState(state.leader, state.leader_epoch + 1, self.ctx.epoch,
                                    [r for r in state.isr if r != broker_id])
-            try:
-                self.states[tp] = (new, await self.zk.set(L.partition_state_path(*tp), new.encode(), version=version))
+            if await self.ctx.write_state(tp, new, version):
                 return True
-            except BadVersionError:
-                await self._read_state(*tp)
         return False
 
     # ---- events ----------------------------------------------------------------------
 
     async def _brokers_changed(self, children: list[str]) -> None:
         fresh = await self._read_brokers()
-        dead = [b for b in self.live if b not in fresh]
-        new = [b for b in fresh if b not in self.live]
-        self.live = fresh
-        assert self.channel is not None
-        self.channel.set_brokers(self.live)
-        self.shutting_down -= set(dead)
+        dead = [b for b in self.ctx.live if b not in fresh]
+        new = [b for b in fresh if b not in self.ctx.live]
+        self.ctx.live = fresh
+        assert self.ctx.channel is not None
+        self.ctx.channel.set_brokers(self.ctx.live)
+        self.ctx.shutting_down -= set(dead)
         if dead:
             log.info("controller.brokers_failed", brokers=dead)
             changed = await self._bring_online(self._all_partitions())
@@ -311,74 +286,74 @@ class Controller:
             log.info("controller.brokers_started", brokers=new)
             changed = await self._bring_online(self._all_partitions())
             for b in new:
-                self._send_leader_and_isr(b, self._partitions_on(b))
+                self.ctx.send_leader_and_isr(b, self._partitions_on(b))
             self._propagate(changed, update_metadata=False)
-            self._send_update_metadata(list(self.live), self._all_partitions())
+            self.ctx.send_update_metadata(list(self.ctx.live), self._all_partitions())
 
     def _propagate(self, changed: list[TP], update_metadata: bool = True) -> None:
         if not changed:
             return
         by_broker: dict[int, list[TP]] = {}
         for tp in changed:
-            for r in self.assignment[tp[0]][tp[1]]:
+            for r in self.ctx.assignment[tp[0]][tp[1]]:
                 # A broker in controlled shutdown is not told (Kafka's ControlledShutdownLeaderSelector
                 # leaves it out): as a follower it would fetch, catch up and rejoin the ISR.
-                if r in self.live and r not in self.shutting_down:
+                if r in self.ctx.live and r not in self.ctx.shutting_down:
                     by_broker.setdefault(r, []).append(tp)
         for b, tps in by_broker.items():
-            self._send_leader_and_isr(b, tps)
+            self.ctx.send_leader_and_isr(b, tps)
         if update_metadata:
-            self._send_update_metadata(list(self.live), changed)
+            self.ctx.send_update_metadata(list(self.ctx.live), changed)
 
     async def _topics_changed(self, children: list[str]) -> None:
         current = set(children)
-        new_topics = [t for t in children if t not in self.assignment]
-        for gone in [t for t in self.assignment if t not in current]:
+        new_topics = [t for t in children if t not in self.ctx.assignment]
+        for gone in [t for t in self.ctx.assignment if t not in current]:
             self._forget_topic(gone)
         changed: list[TP] = []
         for t in new_topics:
             await self._read_topic(t)
-            if t in self.assignment:
-                log.info("controller.topic_created", topic=t, partitions=len(self.assignment[t]))
-                changed += await self._bring_online([(t, p) for p in self.assignment[t]])
+            if t in self.ctx.assignment:
+                log.info("controller.topic_created", topic=t, partitions=len(self.ctx.assignment[t]))
+                changed += await self._bring_online([(t, p) for p in self.ctx.assignment[t]])
         self._propagate(changed)
 
     def _assignment_changed_cb(self, topic: str) -> Callable[[bytes | None], Awaitable[None]]:
         async def cb(data: bytes | None) -> None:
-            if not self.active or data is None:
+            if not self.ctx.active or data is None:
                 return
 
             async def handle() -> None:
-                if topic not in self.assignment:
+                if topic not in self.ctx.assignment:
                     return
                 try:
                     fresh = L.decode_assignment(data)
                 except Exception:
                     log.warning("controller.bad_topic_znode", topic=topic)
                     return
-                added = [p for p in fresh if p not in self.assignment[topic]]
+                added = [p for p in fresh if p not in self.ctx.assignment[topic]]
                 if not added:
                     return
-                self.assignment[topic] = fresh
+                self.ctx.assignment[topic] = fresh
                 for p in added:
-                    await self._read_state(topic, p)
+                    await self.ctx.read_state(topic, p)
                 log.info("controller.partitions_added", topic=topic, partitions=added)
                 self._propagate(await self._bring_online([(topic, p) for p in added]))
-            self._enqueue(handle)
+            self.ctx.enqueue(handle)
         return cb
 
     def _forget_topic(self, topic: str) -> None:
-        for p in self.assignment.pop(topic, {}):
-            self.states.pop((topic, p), None)
+        for p in self.ctx.assignment.pop(topic, {}):
+            self.ctx.states.pop((topic, p), None)
 
     async def _delete_requested(self, children: list[str]) -> None:
         for topic in children:
-            if topic in self.assignment:
-                tps = [(topic, p) for p in self.assignment[topic]]
-                replicas = {r for p in self.assignment[topic].values() for r in p}
+            if topic in self.ctx.assignment:
+                tps = [(topic, p) for p in self.ctx.assignment[topic]]
+                replicas = {r for p in self.ctx.assignment[topic].values() for r in p}
                 for b in replicas:
-                    self._send_stop_replica(b, [tp for tp in tps if b in self.assignment[topic][tp[1]]], delete=True)
-                self._send_update_metadata(list(self.live), tps, deleting=True)
+                    self.ctx.send_stop_replica(b, [tp for tp in tps if b in self.ctx.assignment[topic][tp[1]]], delete=True)
+                self.ctx.send_update_metadata(list(self.ctx.live), tps, deleting=True)
                 try:
                     await self.zk.delete_recursive(L.topic_path(topic))
                 except NoNodeError:
@@ -402,7 +377,7 @@ class Controller:
                 data, _ = await self.zk.get(path)
                 for item in L.loads(data).get("partitions", []):
                     tp = (str(item["topic"]), int(item["partition"]))
-                    if tp[0] in self.assignment and tp not in touched:
+                    if tp[0] in self.ctx.assignment and tp not in touched:
                         touched.append(tp)
             except NoNodeError:
                 continue
@@ -413,9 +388,9 @@ class Controller:
             except NoNodeError:
                 pass
         for tp in touched:
-            await self._read_state(*tp)
+            await self.ctx.read_state(*tp)
         if touched:
-            self._send_update_metadata(list(self.live), touched)
+            self.ctx.send_update_metadata(list(self.ctx.live), touched)
 
     # ---- controlled shutdown ---------------------------------------------------------
 
@@ -424,69 +399,31 @@ class Controller:
         done: asyncio.Future[list[TP]] = asyncio.get_running_loop().create_future()
 
         async def handle() -> None:
-            if broker_id not in self.live:
+            if broker_id not in self.ctx.live:
                 done.set_result([])
                 return
-            self.shutting_down.add(broker_id)
+            self.ctx.shutting_down.add(broker_id)
             changed = []
             for tp in self._partitions_on(broker_id):
-                cur = self.states.get(tp)
+                cur = self.ctx.states.get(tp)
                 if cur is None:
                     continue
                 state = cur[0]
                 if state.leader == broker_id:
-                    if len(self.assignment[tp[0]][tp[1]]) > 1 and await self._elect_leader(tp, excluding=broker_id):
+                    if len(self.ctx.assignment[tp[0]][tp[1]]) > 1 and await self._elect_leader(tp, excluding=broker_id):
                         changed.append(tp)
                 else:
-                    self._send_stop_replica(broker_id, [tp], delete=False)
+                    self.ctx.send_stop_replica(broker_id, [tp], delete=False)
                     if await self._remove_from_isr(tp, broker_id):
                         changed.append(tp)
             self._propagate(changed)
             remaining = [tp for tp in self._partitions_on(broker_id)
-                         if tp in self.states and self.states[tp][0].leader == broker_id
-                         and len(self.assignment[tp[0]][tp[1]]) > 1]
+                         if tp in self.ctx.states and self.ctx.states[tp][0].leader == broker_id
+                         and len(self.ctx.assignment[tp[0]][tp[1]]) > 1]
             log.info("controller.controlled_shutdown", broker=broker_id, moved=len(changed), remaining=len(remaining))
             done.set_result(remaining)
-        self._enqueue(handle)
+        self.ctx.enqueue(handle)
         return await done
-
-    # ---- requests to brokers ---------------------------------------------------------
-
-    def _partition_state_body(self, tp: TP, deleting: bool = False) -> dict[str, Any]:
-        state, version = self.states.get(tp, (L.PartitionState(-1, 0, self.epoch, []), 0))
-        return {"topic_name": tp[0], "partition_index": tp[1], "controller_epoch": state.controller_epoch,
-                "leader": LEADER_DURING_DELETE if deleting else state.leader, "leader_epoch": state.leader_epoch,
-                "isr": state.isr, "zk_version": version, "partition_epoch": version,
-                "replicas": self.assignment.get(tp[0], {}).get(tp[1], [])}
-
-    def _send_leader_and_isr(self, broker_id: int, partitions: list[TP]) -> None:
-        tps = [tp for tp in partitions if tp in self.states]
-        if not tps or self.channel is None:
-            return
-        leaders = {self.states[tp][0].leader for tp in tps}
-        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch,
-                "ungrouped_partition_states": [self._partition_state_body(tp) for tp in tps],
-                "live_leaders": [{"broker_id": b, "host_name": self.live[b].host, "port": self.live[b].port}
-                                 for b in sorted(leaders) if b in self.live]}
-        self.channel.send(broker_id, LEADER_AND_ISR, 0, body)
-
-    def _send_update_metadata(self, brokers: list[int], partitions: list[TP], deleting: bool = False) -> None:
-        if self.channel is None:
-            return
-        states = [self._partition_state_body(tp, deleting) for tp in partitions if deleting or tp in self.states]
-        live = [{"id": b.broker_id, "endpoints": [{"port": b.port, "host": b.host, "security_protocol": 0}],
-                 "rack": b.rack} for b in self.live.values()]
-        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch,
-                "ungrouped_partition_states": states, "live_brokers": live}
-        for b in brokers:
-            self.channel.send(b, UPDATE_METADATA, 2, body)
-
-    def _send_stop_replica(self, broker_id: int, partitions: list[TP], delete: bool) -> None:
-        if not partitions or self.channel is None:
-            return
-        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch, "delete_partitions": delete,
-                "ungrouped_partitions": [{"topic_name": t, "partition_index": p} for t, p in partitions]}
-        self.channel.send(broker_id, STOP_REPLICA, 0, body)
 
 
 async def _noop() -> None:

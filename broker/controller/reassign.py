@@ -23,16 +23,13 @@ is idempotent.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.controller.context import ControllerContext
 from broker.controller.reassign_plan import PlanError, format_reassignment, parse_reassignment
 from broker.zk import layout as L
 from broker.zk.client import BadVersionError, NoNodeError
-
-if TYPE_CHECKING:
-    from broker.controller.controller import Controller
 
 log = structlog.get_logger()
 TP = tuple[str, int]
@@ -40,25 +37,25 @@ POLL_S = 0.5
 
 
 class Reassigner:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.ctx = ctx
         self.in_flight: dict[TP, list[int]] = {}  # partition -> RAR
         self._poller: asyncio.Task[None] | None = None
 
     # ---- inputs ------------------------------------------------------------------------
 
     async def arm(self) -> None:
-        await self.c.zk.watch_data(L.REASSIGN, self._znode_changed)
+        await self.ctx.zk.watch_data(L.REASSIGN, self._znode_changed)
 
     async def _znode_changed(self, data: bytes | None) -> None:
-        if self.c.active:
-            self.c._enqueue(lambda: self.on_znode(data) if self.c.active else _noop())
+        if self.ctx.active:
+            self.ctx.enqueue(lambda: self.on_znode(data) if self.ctx.active else _noop())
 
     async def resume(self) -> None:
         """On becoming controller: pick up a move a previous controller left running."""
         self.in_flight.clear()
         try:
-            data, _ = await self.c.zk.get(L.REASSIGN)
+            data, _ = await self.ctx.zk.get(L.REASSIGN)
         except NoNodeError:
             return
         await self.on_znode(data)
@@ -76,11 +73,11 @@ class Reassigner:
         for tp, rar in wanted.items():
             if tp in self.in_flight and self.in_flight[tp] == rar:
                 continue
-            if tp[0] not in self.c.assignment or tp[1] not in self.c.assignment[tp[0]]:
+            if tp[0] not in self.ctx.assignment or tp[1] not in self.ctx.assignment[tp[0]]:
                 log.error("reassign.unknown_partition", topic=tp[0], partition=tp[1])
                 dropped.append(tp)
                 continue
-            dead = [b for b in rar if b not in self.c.live]
+            dead = [b for b in rar if b not in self.ctx.live]
             if dead:
                 log.error("reassign.replicas_not_alive", topic=tp[0], partition=tp[1], replicas=rar, dead=dead)
                 dropped.append(tp)
@@ -93,7 +90,7 @@ class Reassigner:
     # ---- steps -------------------------------------------------------------------------
 
     async def _start(self, tp: TP, rar: list[int]) -> None:
-        oar = self.c.assignment[tp[0]][tp[1]]
+        oar = self.ctx.assignment[tp[0]][tp[1]]
         self.in_flight[tp] = list(rar)
         if set(oar) == set(rar) and oar == rar:
             return  # nothing to move; check() completes it
@@ -103,18 +100,18 @@ class Reassigner:
             await self._write_assignment(tp, union)
         await self._bump_epoch(tp)
         self._tell(union, [tp])
-        self.c._send_update_metadata(list(self.c.live), [tp])
+        self.ctx.send_update_metadata(list(self.ctx.live), [tp])
         self._ensure_poller()
 
     async def check(self) -> None:
         """Completes every in-flight partition whose wanted replicas are all in the ISR."""
         done: list[TP] = []
         for tp, rar in list(self.in_flight.items()):
-            if tp[0] not in self.c.assignment or tp[1] not in self.c.assignment[tp[0]]:
+            if tp[0] not in self.ctx.assignment or tp[1] not in self.ctx.assignment[tp[0]]:
                 done.append(tp)  # deleted meanwhile
                 continue
-            await self.c._read_state(*tp)
-            cur = self.c.states.get(tp)
+            await self.ctx.read_state(*tp)
+            cur = self.ctx.states.get(tp)
             if cur is None or not set(rar) <= set(cur[0].isr):
                 continue
             if await self._complete(tp, rar):
@@ -125,36 +122,32 @@ class Reassigner:
             await self._remove_from_znode(done)
 
     async def _complete(self, tp: TP, rar: list[int]) -> bool:
-        current = self.c.assignment[tp[0]][tp[1]]
+        current = self.ctx.assignment[tp[0]][tp[1]]
         removed = [b for b in current if b not in rar]
         for _ in range(3):
-            state, version = self.c.states[tp]
+            state, version = self.ctx.states[tp]
             leader = state.leader
-            if leader not in rar or leader not in self.c.live or leader in self.c.shutting_down:
-                candidates = [b for b in rar if b in state.isr and b in self.c.live and b not in self.c.shutting_down]
+            if leader not in rar or leader not in self.ctx.live or leader in self.ctx.shutting_down:
+                candidates = [b for b in rar if b in state.isr and b in self.ctx.live and b not in self.ctx.shutting_down]
                 if not candidates:
                     log.warning("reassign.no_leader_in_new_replicas", topic=tp[0], partition=tp[1], isr=state.isr)
                     return False
                 leader = candidates[0]
             isr = [b for b in state.isr if b in rar]
-            new = L.PartitionState(leader, state.leader_epoch + 1, self.c.epoch, isr)
-            try:
-                new_version = await self.c.zk.set(L.partition_state_path(*tp), new.encode(), version=version)
-            except BadVersionError:
-                await self.c._read_state(*tp)
-                if tp not in self.c.states:
+            new = L.PartitionState(leader, state.leader_epoch + 1, self.ctx.epoch, isr)
+            if not await self.ctx.write_state(tp, new, version):
+                if tp not in self.ctx.states:
                     return False
                 continue
-            self.c.states[tp] = (new, new_version)
             break
         else:
             return False
         await self._write_assignment(tp, list(rar))
         self._tell(rar, [tp])
         for b in removed:
-            self.c._send_stop_replica(b, [tp], delete=True)
-        self.c._send_update_metadata(list(self.c.live), [tp])
-        log.info("reassign.completed", topic=tp[0], partition=tp[1], replicas=rar, leader=self.c.states[tp][0].leader,
+            self.ctx.send_stop_replica(b, [tp], delete=True)
+        self.ctx.send_update_metadata(list(self.ctx.live), [tp])
+        log.info("reassign.completed", topic=tp[0], partition=tp[1], replicas=rar, leader=self.ctx.states[tp][0].leader,
                  removed=removed)
         return True
 
@@ -162,32 +155,28 @@ class Reassigner:
 
     def _tell(self, brokers: list[int], tps: list[TP]) -> None:
         for b in brokers:
-            if b in self.c.live and b not in self.c.shutting_down:
-                self.c._send_leader_and_isr(b, tps)
+            if b in self.ctx.live and b not in self.ctx.shutting_down:
+                self.ctx.send_leader_and_isr(b, tps)
 
     async def _bump_epoch(self, tp: TP) -> None:
         """A new leader epoch makes every replica accept the new replica list."""
         for _ in range(3):
-            cur = self.c.states.get(tp)
+            cur = self.ctx.states.get(tp)
             if cur is None:
                 return
             state, version = cur
-            new = L.PartitionState(state.leader, state.leader_epoch + 1, self.c.epoch, state.isr)
-            try:
-                self.c.states[tp] = (new, await self.c.zk.set(L.partition_state_path(*tp), new.encode(),
-                                                              version=version))
+            new = L.PartitionState(state.leader, state.leader_epoch + 1, self.ctx.epoch, state.isr)
+            if await self.ctx.write_state(tp, new, version):
                 return
-            except BadVersionError:
-                await self.c._read_state(*tp)
 
     async def _write_assignment(self, tp: TP, replicas: list[int]) -> None:
         topic = tp[0]
-        self.c.assignment[topic][tp[1]] = list(replicas)
-        await self.c.zk.set(L.topic_path(topic), L.encode_assignment(self.c.assignment[topic]))
+        self.ctx.assignment[topic][tp[1]] = list(replicas)
+        await self.ctx.zk.set(L.topic_path(topic), L.encode_assignment(self.ctx.assignment[topic]))
 
     async def _remove_from_znode(self, tps: list[TP]) -> None:
         try:
-            data, version = await self.c.zk.get(L.REASSIGN)
+            data, version = await self.ctx.zk.get(L.REASSIGN)
             wanted = parse_reassignment(data)
         except NoNodeError:
             return
@@ -198,16 +187,16 @@ class Reassigner:
             wanted.pop(tp, None)
         try:
             if wanted:
-                await self.c.zk.set(L.REASSIGN, format_reassignment(wanted).encode(), version=version)
+                await self.ctx.zk.set(L.REASSIGN, format_reassignment(wanted).encode(), version=version)
             else:
-                await self.c.zk.delete(L.REASSIGN, version=version)
+                await self.ctx.zk.delete(L.REASSIGN, version=version)
                 log.info("reassign.all_done")
         except (BadVersionError, NoNodeError):
             pass  # changed meanwhile: its watch brings the new content
 
     async def _delete_znode(self) -> None:
         try:
-            await self.c.zk.delete(L.REASSIGN)
+            await self.ctx.zk.delete(L.REASSIGN)
         except NoNodeError:
             pass
 
@@ -216,10 +205,10 @@ class Reassigner:
             self._poller = asyncio.create_task(self._poll())
 
     async def _poll(self) -> None:
-        while self.c.active and self.in_flight:
+        while self.ctx.active and self.in_flight:
             await asyncio.sleep(POLL_S)
-            if self.c.active:
-                self.c._enqueue(self.check)
+            if self.ctx.active:
+                self.ctx.enqueue(self.check)
 
     def stop(self) -> None:
         if self._poller is not None:

@@ -253,7 +253,7 @@ class Log:
         if offset >= self._log_end_offset:
             return
         if offset < self._bases[0]:
-            self._truncate_fully_and_start_at(offset)
+            self.truncate_fully_and_start_at(offset)
             return
         i = bisect_right(self._bases, offset) - 1
         for seg in self._segments[i + 1:]:
@@ -271,7 +271,9 @@ class Log:
         self._log_end_offset = next_offset
         self._size = sum(s.size for s in self._segments)
 
-    def _truncate_fully_and_start_at(self, offset: int) -> None:
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start empty at `offset` (a follower behind its leader's log start)."""
+        self._check_open()
         for seg in self._segments:
             self._unflushed.discard(seg)
             seg.delete()

@@ -1,4 +1,7 @@
-"""Owns the replica fetchers of this broker and is their `ReplicaSink` into the logs.
+"""Owns the replica fetchers of this broker and is their `ReplicaSink`.
+
+As a sink it only forwards: appends, truncation and restarts are ReplicaManager's, the one
+owner of partition state.
 
 Partitions are spread over `num.replica.fetchers` fetchers per source broker by a hash
 of the topic-partition, as Kafka's AbstractFetcherManager does.
@@ -54,16 +57,10 @@ class FetcherManager:
         return n
 
     def truncate_to(self, tp: TP, offset: int) -> None:
-        part = self._part(tp)
-        if part is not None:
-            part.log.truncate_to(offset)
-            part.high_watermark = min(part.high_watermark, offset)
+        self.replicas.truncate_follower(tp, offset)
 
     def restart_at(self, tp: TP, offset: int) -> None:
-        part = self._part(tp)
-        if part is not None:
-            part.log._truncate_fully_and_start_at(offset)  # noqa: SLF001
-            part.high_watermark = offset
+        self.replicas.restart_follower_at(tp, offset)
 
     # assignment ---------------------------------------------------------------------------
 

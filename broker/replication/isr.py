@@ -5,11 +5,13 @@ then; KAFKA-4485 refines this: if it asked for at least the log end the leader h
 its *previous* fetch, it was caught up as of that previous fetch. So a follower that
 keeps reaching the log end within `replica.lag.time.max.ms` stays in the ISR even when
 a large batch lands between two fetches, while a stuck one falls out.
-Pure logic: the caller passes `now_ms` and applies the returned decisions.
+Pure logic: the caller passes `now_ms` and the ISR (which it alone holds: the tracker keeps
+only the followers' progress) and applies the returned decisions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -22,11 +24,9 @@ class FollowerProgress:
 
 
 class IsrTracker:
-    def __init__(self, leader_id: int, replicas: list[int], isr: list[int], now_ms: float,
-                 lag_time_max_ms: float) -> None:
+    def __init__(self, leader_id: int, replicas: list[int], now_ms: float, lag_time_max_ms: float) -> None:
         self.leader_id = leader_id
         self.lag_time_max_ms = lag_time_max_ms
-        self.isr = list(isr)
         # Kafka starts every follower's clock at replica creation: a follower gets one
         # full lag time to show up before it is dropped.
         self.followers = {b: FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
@@ -52,21 +52,19 @@ class IsrTracker:
         st.last_fetch_ms = now_ms
         st.log_end_offset = fetch_offset
 
-    def high_watermark(self, leader_leo: int) -> int:
-        leos = [leader_leo] + [self.followers[b].log_end_offset for b in self.isr
+    def high_watermark(self, isr: Sequence[int], leader_leo: int) -> int:
+        """The minimum log end over the ISR."""
+        leos = [leader_leo] + [self.followers[b].log_end_offset for b in isr
                                if b != self.leader_id and b in self.followers]
         return min(leos)
 
-    def shrink(self, leader_leo: int, now_ms: float) -> list[int]:
+    def shrink(self, isr: Sequence[int], leader_leo: int, now_ms: float) -> list[int]:
         """Followers to drop: not caught up for longer than the lag time (and not at the log end)."""
-        return [b for b in self.isr if b != self.leader_id and b in self.followers
+        return [b for b in isr if b != self.leader_id and b in self.followers
                 and now_ms - self.followers[b].last_caught_up_ms > self.lag_time_max_ms
                 and self.followers[b].log_end_offset != leader_leo]
 
-    def expand(self, follower: int, high_watermark: int) -> bool:
+    def expand(self, isr: Sequence[int], follower: int, high_watermark: int) -> bool:
         """A follower outside the ISR rejoins once its log end reaches the high watermark."""
         st = self.followers.get(follower)
-        return st is not None and follower not in self.isr and st.log_end_offset >= high_watermark
-
-    def in_sync(self, follower: int) -> bool:
-        return follower in self.isr
+        return st is not None and follower not in isr and st.log_end_offset >= high_watermark

@@ -51,7 +51,7 @@ class Partition:
     replicas: list[int] = field(default_factory=list)
     leader: int = -1
     leader_epoch: int = -1
-    isr: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)  # the one copy; the leader's IsrTracker reads it
     zk_version: int = 0
     controller_epoch: int = 0
     high_watermark: int = 0
@@ -171,10 +171,9 @@ class ReplicaManager:
         part.leader, part.zk_version, part.controller_epoch = self.broker_id, zk_version, controller_epoch
         part.min_insync_replicas = min_isr
         if not was_leader or part.tracker is None:
-            part.tracker = IsrTracker(self.broker_id, replicas, isr, self.clock(), self.config.replica_lag_time_max_ms)
+            part.tracker = IsrTracker(self.broker_id, replicas, self.clock(), self.config.replica_lag_time_max_ms)
         else:
             part.tracker.set_replicas(replicas, self.clock())
-            part.tracker.isr = list(isr)
         self._advance_hw(part)
         return part
 
@@ -191,8 +190,15 @@ class ReplicaManager:
             log.info("partition.truncating", topic=topic, partition=index, to=part.high_watermark,
                      log_end_offset=part.log_end_offset)
             part.log.truncate_to(part.high_watermark)
+            part.high_watermark = min(part.high_watermark, part.log_end_offset)  # a straddling wrapper went whole
         self.appended.fire()
         return part
+
+    def set_min_insync_replicas(self, topic: str, min_isr: int) -> None:
+        """A topic's `min.insync.replicas` changed: every hosted partition of it takes the new value."""
+        for part in self.partitions.values():
+            if part.topic == topic:
+                part.min_insync_replicas = min_isr
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         part = self.partitions.get((topic, index))
@@ -214,7 +220,7 @@ class ReplicaManager:
     def _advance_hw(self, part: Partition) -> None:
         if part.tracker is None:
             return
-        new_hw = part.tracker.high_watermark(part.log_end_offset)
+        new_hw = part.tracker.high_watermark(part.isr, part.log_end_offset)
         if new_hw > part.high_watermark:
             part.high_watermark = new_hw
             self.appended.fire()
@@ -265,6 +271,21 @@ class ReplicaManager:
             part.high_watermark = new_hw
         return end
 
+    def truncate_follower(self, tp: tuple[str, int], offset: int) -> None:
+        """The leader's log ends below ours (OFFSET_OUT_OF_RANGE): cut our log to `offset`."""
+        part = self.partitions.get(tp)
+        if part is not None:
+            part.log.truncate_to(offset)
+            # A compressed wrapper straddling `offset` goes whole, so the log may now end below it.
+            part.high_watermark = min(part.high_watermark, part.log_end_offset)
+
+    def restart_follower_at(self, tp: tuple[str, int], offset: int) -> None:
+        """The leader's log starts above our end: drop our log and start empty at `offset`."""
+        part = self.partitions.get(tp)
+        if part is not None:
+            part.log.truncate_fully_and_start_at(offset)
+            part.high_watermark = offset
+
     # ---- fetch -----------------------------------------------------------------------
 
     def record_follower_fetch(self, part: Partition, follower: int, fetch_offset: int) -> None:
@@ -272,7 +293,7 @@ class ReplicaManager:
         if tracker is None or follower not in tracker.followers:
             return
         tracker.on_fetch(follower, fetch_offset, part.log_end_offset, self.clock())
-        if tracker.expand(follower, part.high_watermark):
+        if tracker.expand(part.isr, follower, part.high_watermark):
             self._spawn_isr_change(part, part.isr + [follower], expand=True)
         self._advance_hw(part)
 
@@ -304,7 +325,7 @@ class ReplicaManager:
         for part in list(self.partitions.values()):
             if part.leader != self.broker_id or part.tracker is None:
                 continue
-            out = part.tracker.shrink(part.log_end_offset, now)
+            out = part.tracker.shrink(part.isr, part.log_end_offset, now)
             if out:
                 self._spawn_isr_change(part, [b for b in part.isr if b not in out], expand=False)
 
@@ -342,14 +363,10 @@ class ReplicaManager:
                              reason="leadership changed")
                     return
                 part.zk_version = version
-                part.isr = current.isr
-                if part.tracker:
-                    part.tracker.isr = list(current.isr)
+                part.isr = list(current.isr)
                 return
             old = part.isr
             part.isr = new_isr
-            if part.tracker is not None:
-                part.tracker.isr = list(new_isr)
             (self.isr_expands if expand else self.isr_shrinks).inc()
             log.info("isr.expanded" if expand else "isr.shrunk", topic=part.topic, partition=part.index,
                      old_isr=old, new_isr=new_isr)

@@ -1,0 +1,73 @@
+"""Dynamic config applied to this broker's parts: what each `/config/<type>/<name>` change does.
+
+broker.zk.dynamic_config reads and validates the entity znodes; the handlers here hand the
+values to their owners: broker entities to the KIP-73 throttles, topic entities to the
+topic config cache, the throttled replica lists and the partitions' `min.insync.replicas`,
+client entities to the KIP-13 byte-rate and KIP-599 mutation quotas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+
+from broker.metrics import bounded
+from broker.replication.replica_manager import ReplicaManager
+from broker.replication.throttles import ReplicationThrottles
+from broker.zk.config_entities import (
+    BROKERS,
+    CLIENTS,
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    DEFAULT_ENTITY,
+    PRODUCER_BYTE_RATE,
+    TOPICS,
+    desanitize,
+)
+from broker.zk.dynamic_config import Handler
+from broker.zk.topic_configs import TopicConfigs, topic_int
+from quotas.client import ClientQuotaManager
+from quotas.controller_mutation import ControllerMutationQuotaManager
+
+log = structlog.get_logger()
+
+
+class ConfigApplier:
+    def __init__(self, default_min_isr: int, throttles: ReplicationThrottles, topic_configs: TopicConfigs,
+                 replicas: ReplicaManager, produce_quotas: ClientQuotaManager, fetch_quotas: ClientQuotaManager,
+                 mutation_quotas: ControllerMutationQuotaManager, now_ms: Callable[[], float]) -> None:
+        self.default_min_isr = default_min_isr
+        self.throttles = throttles
+        self.topic_configs = topic_configs
+        self.replicas = replicas
+        self.produce_quotas = produce_quotas
+        self.fetch_quotas = fetch_quotas
+        self.mutation_quotas = mutation_quotas
+        self.now_ms = now_ms
+
+    def handlers(self) -> dict[str, Handler]:
+        """For DynamicConfigManager: one handler per entity type."""
+        return {BROKERS: self.on_broker_config, TOPICS: self.on_topic_config, CLIENTS: self.on_client_config}
+
+    async def on_broker_config(self, name: str, config: dict[str, str]) -> None:
+        self.throttles.on_broker_config(name, config)
+
+    async def on_client_config(self, znode_name: str, config: dict[str, str]) -> None:
+        # Kafka URL-encodes client ids in znode names (so "/" and odd characters fit).
+        name = znode_name if znode_name == DEFAULT_ENTITY else desanitize(znode_name)
+
+        def num(key: str) -> float | None:
+            return None if key not in config else float(config[key])
+
+        self.produce_quotas.set_entity_quota(name, num(PRODUCER_BYTE_RATE))
+        self.fetch_quotas.set_entity_quota(name, num(CONSUMER_BYTE_RATE))
+        self.mutation_quotas.set_entity_quota(name, num(CONTROLLER_MUTATION_RATE), self.now_ms())
+        log.info("quota.client_config", client_id=bounded(name), producer_byte_rate=num(PRODUCER_BYTE_RATE),
+                 consumer_byte_rate=num(CONSUMER_BYTE_RATE), controller_mutation_rate=num(CONTROLLER_MUTATION_RATE))
+
+    async def on_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        self.topic_configs.set(topic, config)
+        self.throttles.on_topic_config(topic, config)
+        self.replicas.set_min_insync_replicas(
+            topic, topic_int(topic, config, "min.insync.replicas", self.default_min_isr))

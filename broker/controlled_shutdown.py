@@ -1,0 +1,44 @@
+"""Controlled shutdown, the leaving broker's side: ask the controller to move leadership away.
+
+The active controller may be this broker itself; otherwise the request goes over the wire
+(ControlledShutdown v1) and is retried while partitions remain led here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from broker.controller.controller import Controller
+from broker.metadata import MetadataCache
+from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
+
+log = structlog.get_logger()
+
+
+async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controller: Controller,
+                              attempts: int = 3) -> None:
+    """Ask the controller to move leadership away before this broker exits."""
+    for attempt in range(attempts):
+        cid = metadata.controller_id
+        if cid == broker_id and controller.active:
+            remaining = await controller.controlled_shutdown(broker_id)
+            if not remaining:
+                log.info("broker.controlled_shutdown_done")
+                return
+        else:
+            info = metadata.brokers.get(cid)
+            if info is None:
+                return
+            try:
+                async with await KafkaConnection.open(info.host, info.port, f"broker-{broker_id}", 5) as c:
+                    resp = await c.request(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": broker_id}, 30)
+                if resp["error_code"] == 0 and not resp["remaining_partitions"]:
+                    log.info("broker.controlled_shutdown_done")
+                    return
+            except Exception as e:
+                log.info("broker.controlled_shutdown_retry", attempt=attempt, error=type(e).__name__)
+        await asyncio.sleep(1)
+    log.warning("broker.controlled_shutdown_incomplete")

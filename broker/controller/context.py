@@ -1,0 +1,112 @@
+"""The controller's shared state and the operations its parts share (controller.py, reassign.py).
+
+What the controller knows (live brokers, assignments, partition states with their zkVersion,
+brokers in controlled shutdown, its epoch), its one ordered event queue, the conditional
+writes of partition state znodes, and the inter-broker requests built from that state.
+Both the controller's own event handlers and the reassigner work through this object, so
+neither reaches into the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from broker.controller.channel import ControllerChannel
+from broker.zk import layout as L
+from broker.zk.client import BadVersionError, NoNodeError, ZkClient
+from protocol.api_keys import ApiKey
+
+log = structlog.get_logger()
+
+LEADER_DURING_DELETE = -2
+
+TP = tuple[str, int]
+Event = Callable[[], Awaitable[None]]
+
+
+class ControllerContext:
+    def __init__(self, zk: ZkClient, broker_id: int) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.epoch = 0
+        self.active = False
+        self.live: dict[int, L.BrokerInfo] = {}
+        self.assignment: dict[str, dict[int, list[int]]] = {}
+        self.states: dict[TP, tuple[L.PartitionState, int]] = {}
+        self.shutting_down: set[int] = set()
+        self.channel: ControllerChannel | None = None
+        self._events: asyncio.Queue[Event] = asyncio.Queue()
+
+    # ---- events ----------------------------------------------------------------------
+
+    def enqueue(self, fn: Event) -> None:
+        """Run `fn` on the controller's event queue, after every event queued before it."""
+        self._events.put_nowait(fn)
+
+    async def next_event(self) -> Event:
+        return await self._events.get()
+
+    # ---- partition state znodes ------------------------------------------------------
+
+    async def read_state(self, topic: str, p: int) -> None:
+        """Reload one partition's state (and zkVersion) from its znode; forgotten when absent or bad."""
+        try:
+            data, version = await self.zk.get(L.partition_state_path(topic, p))
+            self.states[(topic, p)] = (L.PartitionState.decode(data), version)
+        except NoNodeError:
+            self.states.pop((topic, p), None)
+        except Exception:
+            log.warning("controller.bad_partition_state", topic=topic, partition=p)
+            self.states.pop((topic, p), None)
+
+    async def write_state(self, tp: TP, new: L.PartitionState, version: int) -> bool:
+        """Conditional set on the state znode; on a version conflict, the state is re-read and False returned."""
+        try:
+            new_version = await self.zk.set(L.partition_state_path(*tp), new.encode(), version=version)
+        except BadVersionError:
+            await self.read_state(*tp)
+            return False
+        self.states[tp] = (new, new_version)
+        return True
+
+    # ---- requests to brokers ---------------------------------------------------------
+
+    def partition_state_body(self, tp: TP, deleting: bool = False) -> dict[str, Any]:
+        state, version = self.states.get(tp, (L.PartitionState(-1, 0, self.epoch, []), 0))
+        return {"topic_name": tp[0], "partition_index": tp[1], "controller_epoch": state.controller_epoch,
+                "leader": LEADER_DURING_DELETE if deleting else state.leader, "leader_epoch": state.leader_epoch,
+                "isr": state.isr, "zk_version": version, "partition_epoch": version,
+                "replicas": self.assignment.get(tp[0], {}).get(tp[1], [])}
+
+    def send_leader_and_isr(self, broker_id: int, partitions: list[TP]) -> None:
+        tps = [tp for tp in partitions if tp in self.states]
+        if not tps or self.channel is None:
+            return
+        leaders = {self.states[tp][0].leader for tp in tps}
+        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch,
+                "ungrouped_partition_states": [self.partition_state_body(tp) for tp in tps],
+                "live_leaders": [{"broker_id": b, "host_name": self.live[b].host, "port": self.live[b].port}
+                                 for b in sorted(leaders) if b in self.live]}
+        self.channel.send(broker_id, ApiKey.LEADER_AND_ISR, 0, body)
+
+    def send_update_metadata(self, brokers: list[int], partitions: list[TP], deleting: bool = False) -> None:
+        if self.channel is None:
+            return
+        states = [self.partition_state_body(tp, deleting) for tp in partitions if deleting or tp in self.states]
+        live = [{"id": b.broker_id, "endpoints": [{"port": b.port, "host": b.host, "security_protocol": 0}],
+                 "rack": b.rack} for b in self.live.values()]
+        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch,
+                "ungrouped_partition_states": states, "live_brokers": live}
+        for b in brokers:
+            self.channel.send(b, ApiKey.UPDATE_METADATA, 2, body)
+
+    def send_stop_replica(self, broker_id: int, partitions: list[TP], delete: bool) -> None:
+        if not partitions or self.channel is None:
+            return
+        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch, "delete_partitions": delete,
+                "ungrouped_partitions": [{"topic_name": t, "partition_index": p} for t, p in partitions]}
+        self.channel.send(broker_id, ApiKey.STOP_REPLICA, 0, body)

@@ -1,0 +1,75 @@
+"""The controller's role decisions applied on this broker: LeaderAndIsr and StopReplica.
+
+A partition state with an older leader epoch than the one held is refused; otherwise the
+ReplicaManager makes this broker leader or follower (with the topic's `segment.bytes` and
+`min.insync.replicas`), and the partition is taken from or handed to a replica fetcher
+for its leader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from broker.config import BrokerConfig
+from broker.metadata import MetadataCache
+from broker.replication.fetcher_manager import FetcherManager
+from broker.replication.replica_manager import ReplicaManager
+from broker.zk import layout as L
+from broker.zk.topic_configs import TopicConfigs, topic_int
+from protocol.errors import ErrorCode
+
+log = structlog.get_logger()
+
+
+class PartitionRoles:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, fetchers: FetcherManager,
+                 metadata: MetadataCache, topic_configs: TopicConfigs) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.replicas = replicas
+        self.fetchers = fetchers
+        self.metadata = metadata
+        self.topic_configs = topic_configs
+
+    async def apply_partition_state(self, ps: dict[str, Any], leaders: dict[int, tuple[str, int]]) -> ErrorCode:
+        """One partition state of a LeaderAndIsr request; `leaders` are its live leaders' addresses."""
+        topic, index = ps["topic_name"], ps["partition_index"]
+        replicas = list(ps["replicas"])
+        if self.broker_id not in replicas:
+            return ErrorCode.NONE
+        current = self.replicas.get(topic, index)
+        if current is not None and ps["leader_epoch"] < current.leader_epoch:
+            log.warning("partition.stale_leader_epoch", topic=topic, partition=index,
+                        got=ps["leader_epoch"], have=current.leader_epoch)
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        cfg = await self.topic_configs.get(topic)
+        segment = topic_int(topic, cfg, "segment.bytes", self.config.log_segment_bytes)
+        leader = ps["leader"]
+        zk_version = ps.get("partition_epoch", ps.get("zk_version", 0))
+        if leader == self.broker_id:
+            self.fetchers.remove((topic, index))
+            min_isr = topic_int(topic, cfg, "min.insync.replicas", self.config.min_insync_replicas)
+            self.replicas.become_leader(topic, index, replicas, ps["leader_epoch"], ps["isr"], zk_version,
+                                        ps["controller_epoch"], min_isr, segment)
+            log.info("partition.leader", topic=topic, partition=index, leader_epoch=ps["leader_epoch"])
+            return ErrorCode.NONE
+        part = self.replicas.become_follower(topic, index, replicas, leader, ps["leader_epoch"], ps["isr"],
+                                             zk_version, ps["controller_epoch"], segment)
+        addr = leaders.get(leader)
+        info = self.metadata.brokers.get(leader)
+        if addr is not None:
+            info = L.BrokerInfo(leader, addr[0], addr[1])
+        if info is None:
+            self.fetchers.remove((topic, index))
+            log.warning("partition.leader_unknown", topic=topic, partition=index, leader=leader)
+            return ErrorCode.LEADER_NOT_AVAILABLE
+        self.fetchers.add(part, info)
+        log.info("partition.follower", topic=topic, partition=index, leader=leader, leader_epoch=ps["leader_epoch"])
+        return ErrorCode.NONE
+
+    def stop_replica(self, topic: str, index: int, delete: bool) -> None:
+        """Stop fetching a partition, and delete its log if asked."""
+        self.fetchers.remove((topic, index))
+        self.replicas.stop_replica(topic, index, delete)

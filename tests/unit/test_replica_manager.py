@@ -1,0 +1,135 @@
+"""ReplicaManager as the one owner of partition state: follower truncation and restart, the ISR."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.metadata import MetadataCache
+from broker.metrics import Registry
+from broker.replication.replica_manager import Partition, ReplicaManager
+from broker.replication.roles import PartitionRoles
+from broker.zk.client import ZkClient
+from broker.zk.layout import BrokerInfo
+from broker.zk.topic_configs import TopicConfigs
+from protocol.errors import ErrorCode
+from protocol.records.compression import GZIP
+from protocol.records.message_set import build_message_set
+
+TP = ("t", 0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def records(n: int, base: int = 0) -> bytes:
+    return build_message_set([(None, b"v%d" % i, 0) for i in range(n)], base_offset=base)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def rm(tmp_path: Path, clock: Clock) -> ReplicaManager:
+    config = BrokerConfig(broker_id=1, log_dirs=[tmp_path], replica_lag_time_max_ms=10_000)
+    # Never started: nothing here talks to ZooKeeper.
+    return ReplicaManager(config, ZkClient("127.0.0.1:1"), Registry(), clock=clock)
+
+
+def test_follower_truncation_cuts_log_and_high_watermark(rm: ReplicaManager) -> None:
+    part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
+    rm.append_as_follower(part, records(10), leader_hw=8)
+    assert (part.log_end_offset, part.high_watermark) == (10, 8)
+    rm.truncate_follower(TP, 5)
+    assert (part.log_end_offset, part.high_watermark) == (5, 5)
+    rm.truncate_follower(TP, 7)  # above the log end: nothing to cut, the high watermark stays
+    assert (part.log_end_offset, part.high_watermark) == (5, 5)
+    rm.truncate_follower(("t", 9), 0)  # not hosted: ignored
+
+
+def test_follower_restart_starts_empty_at_the_leaders_log_start(rm: ReplicaManager) -> None:
+    part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
+    rm.append_as_follower(part, records(3), leader_hw=3)
+    rm.restart_follower_at(TP, 100)
+    assert (part.log.log_start_offset, part.log_end_offset, part.high_watermark) == (100, 100, 100)
+    rm.append_as_follower(part, records(2, base=100), leader_hw=101)
+    assert (part.log_end_offset, part.high_watermark) == (102, 101)
+    rm.restart_follower_at(("t", 9), 0)  # not hosted: ignored
+
+
+def test_leader_high_watermark_follows_the_partitions_isr(rm: ReplicaManager) -> None:
+    part = rm.become_leader("t", 0, [1, 2, 3], 0, [1, 2, 3], 0, 1, 1, None)
+    rm.append(part, records(10), acks=1)
+    rm.record_follower_fetch(part, 2, 10)
+    rm.record_follower_fetch(part, 3, 4)
+    assert part.high_watermark == 4  # 3 is in the ISR and holds it back
+    # A new LeaderAndIsr for the same leader: the ISR changes, the followers' progress stays.
+    rm.become_leader("t", 0, [1, 2, 3], 1, [1, 2], 1, 1, 1, None)
+    assert part.isr == [1, 2] and part.high_watermark == 10
+    assert part.tracker is not None and part.tracker.followers[3].log_end_offset == 4
+
+
+class FakeFetchers:
+    def __init__(self) -> None:
+        self.assigned: dict[tuple[str, int], int] = {}
+
+    def add(self, part: Partition, leader: BrokerInfo) -> None:
+        self.assigned[part.key] = leader.broker_id
+
+    def remove(self, tp: tuple[str, int]) -> None:
+        self.assigned.pop(tp, None)
+
+
+def state(leader: int, epoch: int, replicas: list[int] | None = None) -> dict[str, Any]:
+    return {"topic_name": "t", "partition_index": 0, "controller_epoch": 1, "leader": leader, "leader_epoch": epoch,
+            "isr": replicas or [1, 2], "zk_version": 0, "replicas": replicas or [1, 2]}
+
+
+async def test_roles_follow_leader_and_isr(rm: ReplicaManager) -> None:
+    fetchers = FakeFetchers()
+    configs = TopicConfigs(ZkClient("127.0.0.1:1"))
+    configs.set("t", {"segment.bytes": "4096", "min.insync.replicas": "2"})
+    roles = PartitionRoles(rm.config, rm, fetchers, MetadataCache(), configs)  # type: ignore[arg-type]
+    leaders = {2: ("127.0.0.1", 9)}
+    assert await roles.apply_partition_state(state(2, 3), leaders) == ErrorCode.NONE
+    part = rm.get("t", 0)
+    assert part is not None and part.leader == 2 and fetchers.assigned == {TP: 2}
+    assert part.log.segment_bytes == 4096
+    assert await roles.apply_partition_state(state(1, 2), leaders) == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert part.leader == 2
+    assert await roles.apply_partition_state(state(1, 4), leaders) == ErrorCode.NONE
+    assert part.leader == 1 and part.min_insync_replicas == 2 and fetchers.assigned == {}
+    assert await roles.apply_partition_state(state(3, 5, [1, 3]), {}) == ErrorCode.LEADER_NOT_AVAILABLE
+    assert await roles.apply_partition_state(state(2, 6, [2, 3]), leaders) == ErrorCode.NONE  # not a replica here
+    roles.stop_replica("t", 0, delete=True)
+    assert rm.get("t", 0) is None
+
+
+def test_follower_truncation_into_a_compressed_wrapper_keeps_hw_within_the_log(rm: ReplicaManager) -> None:
+    # Divergent logs (an unclean election): our gzip wrapper holds 0-4, the new leader's log ends at 3.
+    part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
+    wrapper = build_message_set([(None, b"v%d" % i, 0) for i in range(5)], codec=GZIP)
+    rm.append_as_follower(part, wrapper, leader_hw=5)
+    assert (part.log_end_offset, part.high_watermark) == (5, 5)
+    rm.truncate_follower(TP, 3)  # the wrapper straddles 3 and goes whole
+    assert part.log_end_offset == 0
+    assert part.high_watermark == 0  # never above the log end
+
+
+def test_becoming_follower_inside_a_compressed_wrapper_keeps_hw_within_the_log(rm: ReplicaManager) -> None:
+    part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
+    wrapper = build_message_set([(None, b"v%d" % i, 0) for i in range(5)], codec=GZIP)
+    rm.append_as_follower(part, wrapper, leader_hw=3)  # a divergent leader's high watermark, mid-wrapper
+    assert (part.log_end_offset, part.high_watermark) == (5, 3)
+    rm.become_follower("t", 0, [1, 2], 2, 1, [1, 2], 0, 1, None)  # truncates to the high watermark
+    assert (part.log_end_offset, part.high_watermark) == (0, 0)
