@@ -16,6 +16,7 @@ import structlog
 
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
+from broker.log.dirs import InvalidPartitionName
 from protocol.errors import ErrorCode
 from protocol.messages import leader_and_isr as messages
 from protocol.topic import topic_partition_error
@@ -32,11 +33,14 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     errors = []
     for ps in request["ungrouped_partition_states"]:
         code = topic_partition_error(ps["topic_name"], ps["partition_index"])
-        if code != ErrorCode.NONE:
+        if code == ErrorCode.NONE:
+            try:
+                code = await services.roles.apply_partition_state(ps, leaders)
+            except InvalidPartitionName:  # a legal name whose directory resolves elsewhere (a symlink)
+                code = ErrorCode.INVALID_TOPIC_EXCEPTION
+        if code in (ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
             log.warning("leader_and_isr.invalid_partition", peer=ctx.conn.peer, topic=ps["topic_name"][:255],
                         partition=ps["partition_index"], error=code.name)
-        else:
-            code = await services.roles.apply_partition_state(ps, leaders)
         errors.append({"topic_name": ps["topic_name"], "partition_index": ps["partition_index"], "error_code": code})
     return {"error_code": 0, "partition_errors": errors}
 
