@@ -60,8 +60,8 @@ class MetadataCache:
         for ps in request["ungrouped_partition_states"]:
             topic, index = ps["topic_name"], ps["partition_index"]
             if topic_name_error(topic) is not None or index < 0:
-                # Never from a real controller (it only knows validated topics); kept out of the
-                # cache so no Metadata answer, znode path or log directory is ever built from it.
+                # Every tool creates legal names only, so this is a forged request; kept out of
+                # the cache so no Metadata answer, znode path or log directory is built from it.
                 log.warning("metadata.invalid_partition_ignored", topic=topic[:255], partition=index)
                 continue
             if ps["leader"] == LEADER_DURING_DELETE:
