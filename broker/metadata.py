@@ -8,33 +8,19 @@ first UpdateMetadata arrives.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
 from broker.zk import layout as L
+from protocol.topic import topic_name_error as topic_name_error
+
+# topic_name_error is re-exported: it lives in protocol/ so that broker/log can use it too.
 
 log = structlog.get_logger()
 
-LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_TOPIC_LENGTH = 249
 LEADER_DURING_DELETE = -2
-
-
-def topic_name_error(name: str | None) -> str | None:
-    """Kafka's Topic.validate, as a message (None when the name is legal)."""
-    if not name:
-        return "Topic name is illegal, it can't be empty"
-    if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
-    if len(name) > MAX_TOPIC_LENGTH:
-        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_LENGTH} characters"
-    if not LEGAL_TOPIC.match(name):
-        return (f"Topic name \"{name[:MAX_TOPIC_LENGTH]}\" is illegal, it contains a character other than "
-                "ASCII alphanumerics, '.', '_' and '-'")
-    return None
 
 
 @dataclass
@@ -73,6 +59,11 @@ class MetadataCache:
         self.brokers = brokers
         for ps in request["ungrouped_partition_states"]:
             topic, index = ps["topic_name"], ps["partition_index"]
+            if topic_name_error(topic) is not None or index < 0:
+                # Every tool creates legal names only, so this is a forged request; kept out of
+                # the cache so no Metadata answer, znode path or log directory is built from it.
+                log.warning("metadata.invalid_partition_ignored", topic=topic[:255], partition=index)
+                continue
             if ps["leader"] == LEADER_DURING_DELETE:
                 parts = self.topics.get(topic)
                 if parts is not None:

@@ -55,7 +55,7 @@ class Connection:
         self.mute_until = 0.0
         transport = self.writer.transport
         paused = False
-        if delay > 0:
+        if delay > 0 and not transport.is_closing():
             if transport.is_reading():
                 transport.pause_reading()
                 paused = True
@@ -66,9 +66,18 @@ class Connection:
                     transport.resume_reading()
         if self.held is not None:
             held, self.held = self.held, None
-            self.writer.writelines(held)
+            self.write(held)
 
     def write(self, pieces: list[bytes]) -> None:
+        """Send a response; dropped if the client has gone meanwhile.
+
+        A response can be ready long after its request (a long poll, acks=all, a quota hold),
+        and a client may reset the connection in between. Writing to the closed transport
+        would raise (uvloop: RuntimeError "the handler is closed"); there is nobody to answer.
+        """
+        if self.writer.transport.is_closing():
+            log.debug("connection.response_dropped", peer=self.peer, reason="connection closed")
+            return
         self.writer.writelines(pieces)
 
 
@@ -132,7 +141,8 @@ class Listener:
             # throttle time no longer keeps the request's records alive.
             if not await self.dispatcher.handle(conn, await reader.readexactly(size)):
                 return
-            if conn.writer.transport.get_write_buffer_size() > (4 << 20):
+            transport = conn.writer.transport
+            if not transport.is_closing() and transport.get_write_buffer_size() > (4 << 20):
                 await conn.writer.drain()
 
 

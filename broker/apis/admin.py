@@ -55,6 +55,14 @@ def assign_replicas(brokers: list[int], partitions: int, replication_factor: int
     return out
 
 
+def require_legal_existing_name(name: str) -> None:
+    """An illegal name names no topic: answered UNKNOWN_TOPIC_OR_PARTITION, as Kafka 2.8 does for
+    DeleteTopics and CreatePartitions (it only looks the name up), and never made into a znode path."""
+    err = topic_name_error(name)
+    if err:
+        raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, err)
+
+
 @dataclass
 class TopicSpec:
     name: str
@@ -145,6 +153,7 @@ class Admin:
 
     async def partition_count(self, name: str) -> int:
         """How many partitions a topic has; UNKNOWN_TOPIC_OR_PARTITION when it does not exist."""
+        require_legal_existing_name(name)
         parts = self.metadata.topics.get(name)
         if parts:
             return len(parts)
@@ -158,6 +167,7 @@ class Admin:
             return 1
 
     async def delete_topic(self, name: str) -> None:
+        require_legal_existing_name(name)
         if not await self._topic_exists(name):
             raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         try:
@@ -168,6 +178,7 @@ class Admin:
 
     async def validate_partition_growth(self, name: str, count: int,
                                         assignments: list[list[int]] | None) -> dict[int, list[int]]:
+        require_legal_existing_name(name)
         try:
             data, _ = await self.zk.get(L.topic_path(name))
             current_assignment = L.decode_assignment(data)

@@ -1,6 +1,6 @@
 """CreatePartitions, versions 0-3.
 
-Per topic: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS when the count does not grow,
+Per topic: UNKNOWN_TOPIC_OR_PARTITION (also for an illegal name, as Kafka 2.8), INVALID_PARTITIONS when the count does not grow,
 INVALID_REPLICA_ASSIGNMENT for a wrong number of assignments, INVALID_REQUEST when named
 twice. validate_only writes nothing and is not counted. KIP-599: a valid growth takes the
 number of new partitions from the client's mutation quota (broker.apis.mutation_quota; strict

@@ -1,6 +1,8 @@
 """DeleteTopics, versions 0-5.
 
-Per topic: UNKNOWN_TOPIC_OR_PARTITION when absent, INVALID_REQUEST when named twice.
+Per topic: UNKNOWN_TOPIC_OR_PARTITION when absent or when the name is not a legal topic name
+(Kafka 2.8 answers those from its metadata cache, so "" is unknown, not INVALID_TOPIC_EXCEPTION;
+the message says why), INVALID_REQUEST when named twice.
 KIP-599: a topic to delete takes its partition count from the client's mutation quota
 (broker.apis.mutation_quota; strict from v5, permissive before).
 """

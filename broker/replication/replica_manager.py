@@ -24,6 +24,7 @@ import structlog
 
 from broker.config import BrokerConfig
 from broker.log import FileSlice, Log, OffsetOutOfRange
+from broker.log.dirs import partition_dir
 from broker.metrics import Registry
 from broker.replication.isr import IsrTracker
 from broker.signal import Signal
@@ -124,7 +125,8 @@ class ReplicaManager:
     def _open(self, topic: str, index: int, segment_bytes: int | None) -> Partition:
         part = self.partitions.get((topic, index))
         if part is None:
-            plog = Log.open(self.log_dir / f"{topic}-{index}",
+            # partition_dir refuses names that would leave the log dir (the handlers check first).
+            plog = Log.open(partition_dir(self.log_dir, topic, index),
                             segment_bytes=segment_bytes or self.config.log_segment_bytes)
             part = Partition(topic, index, plog)
             part.high_watermark = min(self._checkpointed.get((topic, index), 0), plog.log_end_offset)
@@ -201,6 +203,8 @@ class ReplicaManager:
                 part.min_insync_replicas = min_isr
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
+        """Stop a replica, deleting its log if asked; InvalidPartitionName for a name no log dir may hold."""
+        directory = partition_dir(self.log_dir, topic, index)
         part = self.partitions.get((topic, index))
         if not delete:
             if part is not None:
@@ -211,7 +215,7 @@ class ReplicaManager:
             del self.partitions[(topic, index)]
             part.log.delete()
         else:
-            shutil.rmtree(self.log_dir / f"{topic}-{index}", ignore_errors=True)
+            shutil.rmtree(directory, ignore_errors=True)
         self._checkpointed.pop((topic, index), None)
         log.info("partition.deleted", topic=topic, partition=index)
 

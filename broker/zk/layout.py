@@ -17,8 +17,17 @@ REASSIGN = "/admin/reassign_partitions"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_ROOT = "/config"
 
-PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, ISR_CHANGE, DELETE_TOPICS, CONFIG_CHANGES,
-                    "/config/topics", "/config/brokers", "/config/clients")
+CONSUMERS = "/consumers"
+BROKER_SEQID = "/brokers/seqid"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+LOG_DIR_EVENT = "/log_dir_event_notification"
+CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")  # Kafka 2.8's ConfigType.all
+
+# Kafka 2.8's ZkData.PersistentZkPaths, created at start (under the chroot): monitoring and
+# admin tools expect every one of them, even those this broker never writes.
+PERSISTENT_PATHS = (CONSUMERS, BROKER_IDS, BROKER_TOPICS, CONFIG_CHANGES, DELETE_TOPICS, BROKER_SEQID,
+                    ISR_CHANGE, PRODUCER_ID_BLOCK, LOG_DIR_EVENT,
+                    *(f"{CONFIG_ROOT}/{t}" for t in CONFIG_ENTITY_TYPES))
 
 
 def broker_path(broker_id: int) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from broker.config import BrokerConfig
+from broker.log.dirs import InvalidPartitionName
 from broker.metadata import MetadataCache
 from broker.metrics import Registry
 from broker.replication.replica_manager import Partition, ReplicaManager
@@ -133,3 +134,22 @@ def test_becoming_follower_inside_a_compressed_wrapper_keeps_hw_within_the_log(r
     assert (part.log_end_offset, part.high_watermark) == (5, 3)
     rm.become_follower("t", 0, [1, 2], 2, 1, [1, 2], 0, 1, None)  # truncates to the high watermark
     assert (part.log_end_offset, part.high_watermark) == (0, 0)
+
+
+def test_illegal_names_never_reach_the_filesystem(rm: ReplicaManager, tmp_path: Path) -> None:
+    # The handlers refuse these first; the replica manager refuses them on its own as well.
+    victim = tmp_path.parent / f"{tmp_path.name}-victim-0"
+    victim.mkdir()
+    try:
+        for topic in (f"../{tmp_path.name}-victim", str(victim)[:-2]):
+            with pytest.raises(InvalidPartitionName):
+                rm.stop_replica(topic, 0, delete=True)
+            with pytest.raises(InvalidPartitionName):
+                rm.become_leader(topic, 0, [1], 0, [1], 0, 1, 1, None)
+        with pytest.raises(InvalidPartitionName):
+            rm.become_follower("t", -1, [1, 2], 2, 0, [1, 2], 0, 1, None)
+        assert victim.is_dir()
+        assert rm.partitions == {}
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        victim.rmdir()
