@@ -3,8 +3,8 @@
 Served by the active controller only (NOT_CONTROLLER elsewhere): leadership moves off the
 broker before it exits, and the answer lists the partitions it still leads (those with
 no other in-sync replica), for which the shutting-down broker retries. The request must
-name the broker with its current epoch (the czxid of its registration, which only that
-broker knows): any other epoch is refused with STALE_BROKER_EPOCH and changes nothing, so
+name the broker with its current epoch (the czxid of its registration, which the Kafka
+protocol tells no one but that broker): any other epoch is refused with STALE_BROKER_EPOCH and changes nothing, so
 a client cannot take another broker out of the ISRs.
 
 Departure: versions 0-1 carry no epoch. Kafka accepts them; here they are refused with

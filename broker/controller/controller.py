@@ -5,9 +5,8 @@ inter-broker APIs: LeaderAndIsr v2 (roles), UpdateMetadata v5 (everyone's metada
 cache) and StopReplica v1 (stop or delete a replica), each carrying the receiving broker's
 epoch (KIP-380: the czxid of its registration, read with the registration; a broker whose
 czxid changed between two reads has bounced and is handled as failed, then started). Its
-inputs are ZooKeeper watches
-on `/brokers/ids`, `/brokers/topics`, `/admin/delete_topics` and
-`/isr_change_notification`, plus ControlledShutdown requests. Events are processed one
+inputs are ZooKeeper watches on `/brokers/ids`, `/brokers/topics`, `/admin/delete_topics`
+and `/isr_change_notification`, plus ControlledShutdown requests. Events are processed one
 at a time, in order, as Kafka's controller event thread does.
 
 Decisions follow Kafka: leader = the first live replica (in assignment order) that is in
@@ -444,8 +443,8 @@ class Controller:
         """Move leadership off `broker_id`; answer the partitions it still leads.
 
         None, and nothing done, unless `broker_epoch` is that broker's current epoch (the czxid of
-        its registration): only the broker itself knows it, so a request naming another broker
-        is refused (STALE_BROKER_EPOCH).
+        its registration, which the Kafka protocol tells no one but that broker), so a client naming
+        another broker is refused (STALE_BROKER_EPOCH).
         """
         done: asyncio.Future[list[TP] | None] = asyncio.get_running_loop().create_future()
 
@@ -480,7 +479,6 @@ class Controller:
             done.set_result(remaining)
         self.ctx.enqueue(handle)
         return await done
-
 
     async def _is_current_epoch(self, broker_id: int, broker_epoch: int) -> bool:
         if broker_epoch < 0:
