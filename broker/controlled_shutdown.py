@@ -1,7 +1,8 @@
 """Controlled shutdown, the leaving broker's side: ask the controller to move leadership away.
 
 The active controller may be this broker itself; otherwise the request goes over the wire
-(ControlledShutdown v1) and is retried while partitions remain led here.
+(ControlledShutdown v2, naming this broker with its epoch: the czxid of its registration)
+and is retried while partitions remain led here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from broker.controller.controller import Controller
 from broker.metadata import MetadataCache
 from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 
 log = structlog.get_logger()
 
@@ -23,9 +25,10 @@ async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controlle
     """Ask the controller to move leadership away before this broker exits."""
     for attempt in range(attempts):
         cid = metadata.controller_id
+        epoch = controller.epochs.broker_epoch
         if cid == broker_id and controller.active:
-            remaining = await controller.controlled_shutdown(broker_id)
-            if not remaining:
+            remaining = await controller.controlled_shutdown(broker_id, epoch)
+            if remaining == []:
                 log.info("broker.controlled_shutdown_done")
                 return
         else:
@@ -34,10 +37,14 @@ async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controlle
                 return
             try:
                 async with await KafkaConnection.open(info.host, info.port, f"broker-{broker_id}", 5) as c:
-                    resp = await c.request(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": broker_id}, 30)
+                    resp = await c.request(ApiKey.CONTROLLED_SHUTDOWN, 2,
+                                           {"broker_id": broker_id, "broker_epoch": epoch}, 30)
                 if resp["error_code"] == 0 and not resp["remaining_partitions"]:
                     log.info("broker.controlled_shutdown_done")
                     return
+                if resp["error_code"] != 0:
+                    log.info("broker.controlled_shutdown_retry", attempt=attempt,
+                             error=ErrorCode.name_of(resp["error_code"]))
             except Exception as e:
                 log.info("broker.controlled_shutdown_retry", attempt=attempt, error=type(e).__name__)
         await asyncio.sleep(1)

@@ -100,6 +100,7 @@ class Broker:
         while True:
             try:
                 await self.zk.create(path, info.encode(), ephemeral=True, make_parents=True)
+                await self._registered(path)
                 return
             except NodeExistsError:
                 pass
@@ -114,6 +115,7 @@ class Broker:
             # expired) goes away by itself; anything else is a live broker with our id.
             if holder is None or (holder.host, holder.port) != (info.host, info.port) or not new_session:
                 if not new_session and holder is not None and (holder.host, holder.port) == (info.host, info.port):
+                    await self._registered(path)
                     return
                 raise StartupError(f"broker.id={self.broker_id} is already registered at {path} by a live "
                                    f"broker ({holder.host if holder else '?'}:{holder.port if holder else '?'}); "
@@ -122,6 +124,15 @@ class Broker:
                 raise StartupError(f"{path} is still held by an earlier session; refusing to start")
             log.info("broker.waiting_for_previous_session", znode=path)
             await asyncio.sleep(0.5)
+
+    async def _registered(self, path: str) -> None:
+        """Notes this registration's czxid: the broker epoch controller requests must carry (KIP-380)."""
+        try:
+            czxid = await self.zk.czxid(path)
+        except NoNodeError:
+            return  # gone already (the session ended): the next registration sets it
+        self.controller.epochs.registered(czxid)
+        log.info("broker.registered", broker_epoch=czxid)
 
     async def start(self) -> None:
         await self.zk.start(timeout=self.config.zookeeper_session_timeout_ms / 1000 + 10)

@@ -1,11 +1,17 @@
-"""LeaderAndIsr, version 0 (Kafka 0.10.1's inter-broker API).
+"""LeaderAndIsr, versions 0-2 (Kafka 0.10.1's inter-broker API, with KIP-380's broker epoch from v2).
 
-The controller tells this broker which partitions it leads and which it follows. A
-request from an older controller epoch is refused with STALE_CONTROLLER_EPOCH, and a
-partition state with an older leader epoch than the one held is skipped, as Kafka does.
+The controller tells this broker which partitions it leads and which it follows. The request
+is obeyed only if it is current (broker/controller/epochs.py): its broker epoch must be this
+broker's registration czxid (else STALE_BROKER_EPOCH) and its controller epoch the one
+ZooKeeper holds in `/controller_epoch` (else STALE_CONTROLLER_EPOCH); a refused request changes
+nothing. A partition state with an older leader epoch than the one held is skipped, as Kafka does.
 A topic name Kafka would refuse, or a negative partition, is answered
 INVALID_TOPIC_EXCEPTION / UNKNOWN_TOPIC_OR_PARTITION and touches nothing: the name would
 otherwise become a directory path (`../x`, `/abs/x`).
+
+Departure: versions 0-1 carry no broker epoch. Kafka accepts them (epoch -1, from controllers
+older than 2.2); here every controller is a minibroker that sends v2, so an old version can
+only come from a client, and it could move leadership: it is refused with STALE_BROKER_EPOCH.
 """
 
 from __future__ import annotations
@@ -26,9 +32,12 @@ log = structlog.get_logger()
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     services = ctx.services
-    if request["controller_epoch"] < services.replicas.controller_epoch:
-        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
-    services.replicas.controller_epoch = request["controller_epoch"]
+    code = await services.controller.epochs.check(request["controller_epoch"], request.get("broker_epoch", -1))
+    if code != ErrorCode.NONE:
+        return {"error_code": code, "partition_errors": []}
+    if "topic_states" in request:  # v2+ groups the states by topic; the loop reads the v0 shape
+        request["ungrouped_partition_states"] = [{**ps, "topic_name": t["topic_name"]}
+                                                 for t in request["topic_states"] for ps in t["partition_states"]]
     leaders = {b["broker_id"]: (b["host_name"], b["port"]) for b in request["live_leaders"]}
     errors = []
     for ps in request["ungrouped_partition_states"]:

@@ -1,8 +1,14 @@
-"""StopReplica, version 0: stop fetching a partition, and delete it if asked.
+"""StopReplica, versions 0-1: stop fetching a partition, and delete it if asked.
 
-A topic name Kafka would refuse (`../x`, `/abs/x`, empty) is answered INVALID_TOPIC_EXCEPTION
-and a negative partition UNKNOWN_TOPIC_OR_PARTITION, and nothing is stopped or deleted: the
-name would otherwise pick the directory to delete.
+Obeyed only if current (broker/controller/epochs.py: STALE_BROKER_EPOCH for another
+incarnation's epoch, STALE_CONTROLLER_EPOCH for a controller epoch that is not ZooKeeper's);
+a refused request changes nothing. A topic name Kafka would refuse (`../x`, `/abs/x`, empty) is
+answered INVALID_TOPIC_EXCEPTION and a negative partition UNKNOWN_TOPIC_OR_PARTITION, and nothing
+is stopped or deleted: the name would otherwise pick the directory to delete.
+
+Departure: version 0 carries no broker epoch; Kafka accepts it, here it is refused with
+STALE_BROKER_EPOCH (only a client can send it, every minibroker controller sends v1, and it
+can delete a replica).
 """
 
 from __future__ import annotations
@@ -23,8 +29,12 @@ log = structlog.get_logger()
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     services = ctx.services
-    if request["controller_epoch"] < services.replicas.controller_epoch:
-        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
+    code = await services.controller.epochs.check(request["controller_epoch"], request.get("broker_epoch", -1))
+    if code != ErrorCode.NONE:
+        return {"error_code": code, "partition_errors": []}
+    if "topics" in request:  # v1 groups the partitions by topic; the loop reads the v0 shape
+        request["ungrouped_partitions"] = [{"topic_name": t["name"], "partition_index": p}
+                                           for t in request["topics"] for p in t["partition_indexes"]]
     delete = bool(request.get("delete_partitions"))
     errors = []
     for p in request["ungrouped_partitions"]:

@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from broker.controller.channel import ControllerChannel
+from broker.controller.epochs import UNKNOWN_BROKER_EPOCH
 from broker.zk import layout as L
 from broker.zk.client import BadVersionError, NoNodeError, ZkClient
 from protocol.api_keys import ApiKey
@@ -35,6 +36,8 @@ class ControllerContext:
         self.epoch = 0
         self.active = False
         self.live: dict[int, L.BrokerInfo] = {}
+        # KIP-380: each live broker's epoch, the czxid of its registration; sent in every request to it.
+        self.broker_epochs: dict[int, int] = {}
         self.assignment: dict[str, dict[int, list[int]]] = {}
         self.states: dict[TP, tuple[L.PartitionState, int]] = {}
         self.shutting_down: set[int] = set()
@@ -82,31 +85,47 @@ class ControllerContext:
                 "isr": state.isr, "zk_version": version, "partition_epoch": version,
                 "replicas": self.assignment.get(tp[0], {}).get(tp[1], [])}
 
+    def _header(self, broker_id: int) -> dict[str, Any]:
+        """Who sends (id, epoch) and which incarnation of the receiver it is meant for (KIP-380)."""
+        return {"controller_id": self.broker_id, "controller_epoch": self.epoch,
+                "broker_epoch": self.broker_epochs.get(broker_id, UNKNOWN_BROKER_EPOCH)}
+
     def send_leader_and_isr(self, broker_id: int, partitions: list[TP]) -> None:
         tps = [tp for tp in partitions if tp in self.states]
         if not tps or self.channel is None:
             return
         leaders = {self.states[tp][0].leader for tp in tps}
-        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch,
-                "ungrouped_partition_states": [self.partition_state_body(tp) for tp in tps],
+        body = {**self._header(broker_id),
+                "topic_states": _by_topic([self.partition_state_body(tp) for tp in tps]),
                 "live_leaders": [{"broker_id": b, "host_name": self.live[b].host, "port": self.live[b].port}
                                  for b in sorted(leaders) if b in self.live]}
-        self.channel.send(broker_id, ApiKey.LEADER_AND_ISR, 0, body)
+        self.channel.send(broker_id, ApiKey.LEADER_AND_ISR, 2, body)
 
     def send_update_metadata(self, brokers: list[int], partitions: list[TP], deleting: bool = False) -> None:
         if self.channel is None:
             return
         states = [self.partition_state_body(tp, deleting) for tp in partitions if deleting or tp in self.states]
-        live = [{"id": b.broker_id, "endpoints": [{"port": b.port, "host": b.host, "security_protocol": 0}],
-                 "rack": b.rack} for b in self.live.values()]
-        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch,
-                "ungrouped_partition_states": states, "live_brokers": live}
+        live = [{"id": b.broker_id, "rack": b.rack,
+                 "endpoints": [{"port": b.port, "host": b.host, "listener": "PLAINTEXT", "security_protocol": 0}]}
+                for b in self.live.values()]
+        body = {"topic_states": _by_topic(states), "live_brokers": live}
         for b in brokers:
-            self.channel.send(b, ApiKey.UPDATE_METADATA, 2, body)
+            self.channel.send(b, ApiKey.UPDATE_METADATA, 5, {**self._header(b), **body})
 
     def send_stop_replica(self, broker_id: int, partitions: list[TP], delete: bool) -> None:
         if not partitions or self.channel is None:
             return
-        body = {"controller_id": self.broker_id, "controller_epoch": self.epoch, "delete_partitions": delete,
-                "ungrouped_partitions": [{"topic_name": t, "partition_index": p} for t, p in partitions]}
-        self.channel.send(broker_id, ApiKey.STOP_REPLICA, 0, body)
+        topics: dict[str, list[int]] = {}
+        for t, p in partitions:
+            topics.setdefault(t, []).append(p)
+        body = {**self._header(broker_id), "delete_partitions": delete,
+                "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+        self.channel.send(broker_id, ApiKey.STOP_REPLICA, 1, body)
+
+
+def _by_topic(states: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Partition states grouped by topic, as LeaderAndIsr v2+ and UpdateMetadata v5+ carry them."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for ps in states:
+        topics.setdefault(ps["topic_name"], []).append(ps)
+    return [{"topic_name": t, "partition_states": ps} for t, ps in topics.items()]

@@ -1,17 +1,25 @@
 """The controller (Kafka 0.10.1's ZooKeeper design): one broker, elected through `/controller`.
 
 It decides partition leaders and ISRs and tells brokers on the wire with Kafka's
-inter-broker APIs: LeaderAndIsr v0 (roles), UpdateMetadata v2 (everyone's metadata
-cache) and StopReplica v0 (stop or delete a replica). Its inputs are ZooKeeper watches
-on `/brokers/ids`, `/brokers/topics`, `/admin/delete_topics` and
-`/isr_change_notification`, plus ControlledShutdown requests. Events are processed one
+inter-broker APIs: LeaderAndIsr v2 (roles), UpdateMetadata v5 (everyone's metadata
+cache) and StopReplica v1 (stop or delete a replica), each carrying the receiving broker's
+epoch (KIP-380: the czxid of its registration, read with the registration; a broker whose
+czxid changed between two reads has bounced and is handled as failed, then started). Its
+inputs are ZooKeeper watches on `/brokers/ids`, `/brokers/topics`, `/admin/delete_topics`
+and `/isr_change_notification`, plus ControlledShutdown requests. Events are processed one
 at a time, in order, as Kafka's controller event thread does.
 
 Decisions follow Kafka: leader = the first live replica (in assignment order) that is in
 the ISR; with `unclean.leader.election.enable=false` a partition whose ISR has no live
-replica goes offline (its state znode is left alone) until one returns. State znodes are
-written with a conditional set on their zkVersion, so a leader's concurrent ISR change
-is never overwritten blindly.
+replica goes offline (its state znode is left alone) until one returns. A dead broker
+leaves every ISR at once, as in Kafka's onBrokerFailure: when it dies, and on failover,
+where the new controller compares every ISR with the live brokers (so a controller that
+died is removed from the ISRs of partitions led elsewhere, as Kafka's replica state
+machine does at start-up). State znodes are written with a conditional set on their
+zkVersion, so a leader's concurrent ISR change is never overwritten blindly.
+
+This object is also where the broker's own epochs live (`epochs`, as Kafka keeps the broker
+epoch in its KafkaController): the checks of incoming controller requests.
 """
 
 from __future__ import annotations
@@ -24,9 +32,10 @@ import structlog
 
 from broker.controller.channel import ControllerChannel
 from broker.controller.context import ControllerContext
+from broker.controller.epochs import ControlRequestEpochs
 from broker.controller.reassign import Reassigner
 from broker.zk import layout as L
-from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient, ZkError
 
 log = structlog.get_logger()
 
@@ -44,6 +53,7 @@ class Controller:
         self._watches_armed = False
         self._topic_watches: set[str] = set()
         self.reassigner = Reassigner(self.ctx)
+        self.epochs = ControlRequestEpochs(zk, broker_id)
 
     @property
     def active(self) -> bool:
@@ -53,6 +63,7 @@ class Controller:
     # ---- election --------------------------------------------------------------------
 
     async def start(self) -> None:
+        await self.epochs.start()
         self._worker = asyncio.create_task(self._process())
         await self.zk.watch_data(L.CONTROLLER, self._controller_changed)
 
@@ -142,16 +153,21 @@ class Controller:
 
     # ---- loading ---------------------------------------------------------------------
 
-    async def _read_brokers(self) -> dict[int, L.BrokerInfo]:
+    async def _read_brokers(self) -> tuple[dict[int, L.BrokerInfo], dict[int, int]]:
+        """Live brokers' registrations and their epochs (czxid), read together."""
         out: dict[int, L.BrokerInfo] = {}
+        epochs: dict[int, int] = {}
         for child in await self.zk.get_children(L.BROKER_IDS):
             try:
                 bid = int(child)
-                data, _ = await self.zk.get(L.broker_path(bid))
+                data, czxid = await self.zk.get_created(L.broker_path(bid))
                 out[bid] = L.BrokerInfo.decode(bid, data)
+                epochs[bid] = czxid
+            except NoNodeError:
+                continue  # gone since the listing
             except Exception as e:
                 log.warning("controller.bad_broker_znode", znode=child, error=type(e).__name__)
-        return out
+        return out, epochs
 
     async def _read_topic(self, topic: str) -> None:
         try:
@@ -170,7 +186,7 @@ class Controller:
             await self.zk.watch_data(L.topic_path(topic), self._assignment_changed_cb(topic))
 
     async def _failover(self) -> None:
-        self.ctx.live = await self._read_brokers()
+        self.ctx.live, self.ctx.broker_epochs = await self._read_brokers()
         assert self.ctx.channel is not None
         self.ctx.channel.set_brokers(self.ctx.live)
         self.ctx.assignment.clear()
@@ -178,6 +194,9 @@ class Controller:
         for topic in await self.zk.get_children(L.BROKER_TOPICS):
             await self._read_topic(topic)
         await self._bring_online(self._all_partitions())
+        # Brokers that died before this election (the previous controller among them) leave every
+        # ISR now, not after the leaders' replica.lag.time.max.ms.
+        await self._remove_dead_from_isrs(self._all_partitions())
         # LeaderAndIsr before UpdateMetadata on each broker's ordered channel, as Kafka's request
         # batch does: a client must never learn of a leader before the leader knows it leads.
         for bid in self.ctx.live:
@@ -252,6 +271,21 @@ class Controller:
             return True
         return False
 
+    async def _remove_dead_from_isrs(self, partitions: list[TP]) -> list[TP]:
+        """Every replica not on a live broker leaves the ISR of a partition led by a live one."""
+        changed = []
+        for tp in partitions:
+            cur = self.ctx.states.get(tp)
+            # An offline partition keeps its ISR: whichever of its members returns first may lead cleanly.
+            if cur is None or cur[0].leader not in self.ctx.live:
+                continue
+            for b in [r for r in cur[0].isr if r not in self.ctx.live]:
+                if await self._remove_from_isr(tp, b) and tp not in changed:
+                    changed.append(tp)
+        if changed:
+            log.info("controller.isr_dead_removed", partitions=len(changed))
+        return changed
+
     async def _remove_from_isr(self, tp: TP, broker_id: int) -> bool:
         for _ in range(3):
             cur = self.ctx.states.get(tp)
@@ -267,21 +301,32 @@ class Controller:
     # ---- events ----------------------------------------------------------------------
 
     async def _brokers_changed(self, children: list[str]) -> None:
-        fresh = await self._read_brokers()
-        dead = [b for b in self.ctx.live if b not in fresh]
-        new = [b for b in fresh if b not in self.ctx.live]
-        self.ctx.live = fresh
+        fresh, epochs = await self._read_brokers()
+        # A broker registered again between two reads (a new czxid) has bounced: what the controller
+        # told its earlier incarnation is gone, so it fails and starts, as in Kafka (KIP-380).
+        bounced = [b for b in fresh if b in self.ctx.live and epochs[b] != self.ctx.broker_epochs.get(b)]
+        dead = [b for b in self.ctx.live if b not in fresh] + bounced
+        new = [b for b in fresh if b not in self.ctx.live] + bounced
+        if bounced:
+            log.info("controller.brokers_bounced", brokers=bounced)
+        if dead:
+            # Handled as gone first, so the failure's decisions (new leaders, ISRs) leave them out.
+            self.ctx.live = {b: info for b, info in fresh.items() if b not in bounced}
+        else:
+            self.ctx.live = fresh
+        self.ctx.broker_epochs = epochs
         assert self.ctx.channel is not None
         self.ctx.channel.set_brokers(self.ctx.live)
         self.ctx.shutting_down -= set(dead)
         if dead:
             log.info("controller.brokers_failed", brokers=dead)
             changed = await self._bring_online(self._all_partitions())
-            for tp in self._all_partitions():
-                for b in dead:
-                    if await self._remove_from_isr(tp, b) and tp not in changed:
-                        changed.append(tp)
+            for tp in await self._remove_dead_from_isrs(self._all_partitions()):
+                if tp not in changed:
+                    changed.append(tp)
             self._propagate(changed)
+            self.ctx.live = fresh
+            self.ctx.channel.set_brokers(self.ctx.live)
         if new:
             log.info("controller.brokers_started", brokers=new)
             changed = await self._bring_online(self._all_partitions())
@@ -394,11 +439,21 @@ class Controller:
 
     # ---- controlled shutdown ---------------------------------------------------------
 
-    async def controlled_shutdown(self, broker_id: int) -> list[TP]:
-        """Move leadership off `broker_id`; answer the partitions it still leads."""
-        done: asyncio.Future[list[TP]] = asyncio.get_running_loop().create_future()
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[TP] | None:
+        """Move leadership off `broker_id`; answer the partitions it still leads.
+
+        None, and nothing done, unless `broker_epoch` is that broker's current epoch (the czxid of
+        its registration, which the Kafka protocol tells no one but that broker), so a client naming
+        another broker is refused (STALE_BROKER_EPOCH).
+        """
+        done: asyncio.Future[list[TP] | None] = asyncio.get_running_loop().create_future()
 
         async def handle() -> None:
+            if not await self._is_current_epoch(broker_id, broker_epoch):
+                log.warning("controller.controlled_shutdown_refused", broker=broker_id, broker_epoch=broker_epoch,
+                            current=self.ctx.broker_epochs.get(broker_id))
+                done.set_result(None)
+                return
             if broker_id not in self.ctx.live:
                 done.set_result([])
                 return
@@ -424,6 +479,17 @@ class Controller:
             done.set_result(remaining)
         self.ctx.enqueue(handle)
         return await done
+
+    async def _is_current_epoch(self, broker_id: int, broker_epoch: int) -> bool:
+        if broker_epoch < 0:
+            return False
+        if self.ctx.broker_epochs.get(broker_id) == broker_epoch:
+            return True
+        # The broker may have registered again since the controller last read the brokers.
+        try:
+            return await self.zk.czxid(L.broker_path(broker_id)) == broker_epoch
+        except ZkError:
+            return False  # absent (NoNode), or unverifiable now: refused either way
 
 
 async def _noop() -> None:

@@ -398,6 +398,22 @@ class ZkClient:
     async def exists(self, path: str) -> bool:
         return bool(await self._retrying(lambda: self._zk.exists(path), f"exists {path}"))
 
+    async def get_created(self, path: str) -> tuple[bytes, int]:
+        """A znode's data and its creation zxid (czxid), from one read.
+
+        The czxid names one incarnation of a znode: an ephemeral created again (a broker's new
+        session) gets a higher one. Kafka uses it as the broker epoch (KIP-380).
+        """
+        data, stat = await self._retrying(lambda: self._zk.get(path), f"get {path}")
+        return (bytes(data) if data is not None else b""), int(stat.created_zxid)
+
+    async def czxid(self, path: str) -> int:
+        """The creation zxid of a znode (NoNodeError when absent)."""
+        stat = await self._retrying(lambda: self._stat(path), f"stat {path}")
+        if stat is None:
+            raise NoNodeError(f"stat {path}: NoNode")
+        return int(stat.created_zxid)
+
     async def ctime_ms(self, path: str) -> int:
         stat = await self._retrying(lambda: self._stat(path), f"stat {path}")
         return int(stat.created)

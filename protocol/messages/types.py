@@ -226,7 +226,7 @@ class MetadataResponse(TypedDict):
     topics: list[MetadataResponseTopic]
 
 
-# ---- LeaderAndIsr (key 4), versions 0-0 ----------------------------------------------------------
+# ---- LeaderAndIsr (key 4), versions 0-2 ----------------------------------------------------------
 
 
 class LeaderAndIsrRequestUngroupedPartitionState(TypedDict):
@@ -240,6 +240,27 @@ class LeaderAndIsrRequestUngroupedPartitionState(TypedDict):
     isr: list[int]
     partition_epoch: int
     replicas: list[int]
+    is_new: NotRequired[bool]
+
+
+class LeaderAndIsrRequestTopicStatePartitionState(TypedDict):
+    """An element of LeaderAndIsrRequest.topic_states[].partition_states[]."""
+
+    partition_index: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int
+    replicas: list[int]
+    is_new: bool
+
+
+class LeaderAndIsrRequestTopicState(TypedDict):
+    """An element of LeaderAndIsrRequest.topic_states[]."""
+
+    topic_name: str
+    partition_states: list[LeaderAndIsrRequestTopicStatePartitionState]
 
 
 class LeaderAndIsrRequestLiveLeader(TypedDict):
@@ -251,11 +272,13 @@ class LeaderAndIsrRequestLiveLeader(TypedDict):
 
 
 class LeaderAndIsrRequest(TypedDict):
-    """LeaderAndIsr request, versions 0-0."""
+    """LeaderAndIsr request, versions 0-2."""
 
     controller_id: int
     controller_epoch: int
-    ungrouped_partition_states: list[LeaderAndIsrRequestUngroupedPartitionState]
+    broker_epoch: NotRequired[int]
+    ungrouped_partition_states: NotRequired[list[LeaderAndIsrRequestUngroupedPartitionState]]
+    topic_states: NotRequired[list[LeaderAndIsrRequestTopicState]]
     live_leaders: list[LeaderAndIsrRequestLiveLeader]
 
 
@@ -268,13 +291,13 @@ class LeaderAndIsrResponsePartitionError(TypedDict):
 
 
 class LeaderAndIsrResponse(TypedDict):
-    """LeaderAndIsr response, versions 0-0."""
+    """LeaderAndIsr response, versions 0-2."""
 
     error_code: int
     partition_errors: list[LeaderAndIsrResponsePartitionError]
 
 
-# ---- StopReplica (key 5), versions 0-0 -----------------------------------------------------------
+# ---- StopReplica (key 5), versions 0-1 -----------------------------------------------------------
 
 
 class StopReplicaRequestUngroupedPartition(TypedDict):
@@ -284,13 +307,22 @@ class StopReplicaRequestUngroupedPartition(TypedDict):
     partition_index: int
 
 
+class StopReplicaRequestTopic(TypedDict):
+    """An element of StopReplicaRequest.topics[]."""
+
+    name: str
+    partition_indexes: list[int]
+
+
 class StopReplicaRequest(TypedDict):
-    """StopReplica request, versions 0-0."""
+    """StopReplica request, versions 0-1."""
 
     controller_id: int
     controller_epoch: int
+    broker_epoch: NotRequired[int]
     delete_partitions: bool
-    ungrouped_partitions: list[StopReplicaRequestUngroupedPartition]
+    ungrouped_partitions: NotRequired[list[StopReplicaRequestUngroupedPartition]]
+    topics: NotRequired[list[StopReplicaRequestTopic]]
 
 
 class StopReplicaResponsePartitionError(TypedDict):
@@ -302,13 +334,13 @@ class StopReplicaResponsePartitionError(TypedDict):
 
 
 class StopReplicaResponse(TypedDict):
-    """StopReplica response, versions 0-0."""
+    """StopReplica response, versions 0-1."""
 
     error_code: int
     partition_errors: list[StopReplicaResponsePartitionError]
 
 
-# ---- UpdateMetadata (key 6), versions 0-2 --------------------------------------------------------
+# ---- UpdateMetadata (key 6), versions 0-5 --------------------------------------------------------
 
 
 class UpdateMetadataRequestUngroupedPartitionState(TypedDict):
@@ -322,6 +354,27 @@ class UpdateMetadataRequestUngroupedPartitionState(TypedDict):
     isr: list[int]
     zk_version: int
     replicas: list[int]
+    offline_replicas: NotRequired[list[int]]
+
+
+class UpdateMetadataRequestTopicStatePartitionState(TypedDict):
+    """An element of UpdateMetadataRequest.topic_states[].partition_states[]."""
+
+    partition_index: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    zk_version: int
+    replicas: list[int]
+    offline_replicas: list[int]
+
+
+class UpdateMetadataRequestTopicState(TypedDict):
+    """An element of UpdateMetadataRequest.topic_states[]."""
+
+    topic_name: str
+    partition_states: list[UpdateMetadataRequestTopicStatePartitionState]
 
 
 class UpdateMetadataRequestLiveBrokerEndpoint(TypedDict):
@@ -329,6 +382,7 @@ class UpdateMetadataRequestLiveBrokerEndpoint(TypedDict):
 
     port: int
     host: str
+    listener: NotRequired[str]
     security_protocol: int
 
 
@@ -343,27 +397,30 @@ class UpdateMetadataRequestLiveBroker(TypedDict):
 
 
 class UpdateMetadataRequest(TypedDict):
-    """UpdateMetadata request, versions 0-2."""
+    """UpdateMetadata request, versions 0-5."""
 
     controller_id: int
     controller_epoch: int
-    ungrouped_partition_states: list[UpdateMetadataRequestUngroupedPartitionState]
+    broker_epoch: NotRequired[int]
+    ungrouped_partition_states: NotRequired[list[UpdateMetadataRequestUngroupedPartitionState]]
+    topic_states: NotRequired[list[UpdateMetadataRequestTopicState]]
     live_brokers: list[UpdateMetadataRequestLiveBroker]
 
 
 class UpdateMetadataResponse(TypedDict):
-    """UpdateMetadata response, versions 0-2."""
+    """UpdateMetadata response, versions 0-5."""
 
     error_code: int
 
 
-# ---- ControlledShutdown (key 7), versions 0-1 ----------------------------------------------------
+# ---- ControlledShutdown (key 7), versions 0-2 ----------------------------------------------------
 
 
 class ControlledShutdownRequest(TypedDict):
-    """ControlledShutdown request, versions 0-1."""
+    """ControlledShutdown request, versions 0-2."""
 
     broker_id: int
+    broker_epoch: NotRequired[int]
 
 
 class ControlledShutdownResponseRemainingPartition(TypedDict):
@@ -374,7 +431,7 @@ class ControlledShutdownResponseRemainingPartition(TypedDict):
 
 
 class ControlledShutdownResponse(TypedDict):
-    """ControlledShutdown response, versions 0-1."""
+    """ControlledShutdown response, versions 0-2."""
 
     error_code: int
     remaining_partitions: list[ControlledShutdownResponseRemainingPartition]

@@ -1,8 +1,10 @@
 """Names from the wire never reach the filesystem or ZooKeeper unchecked (issue 15, names and paths).
 
 Each test is a reproduction from the probe: a plain client forges the controller's requests
-(LeaderAndIsr, StopReplica at the versions served today) with a topic name that is a path, and
-the broker must neither delete nor create anything outside `log.dirs`. The rest: DeleteTopics
+(LeaderAndIsr, StopReplica) with a topic name that is a path, and the broker must neither delete
+nor create anything outside `log.dirs`. The forger here knows the broker's epoch and the
+controller epoch (read from ZooKeeper), so the epoch checks (KIP-380) let the request through and
+it is the name check that must hold on its own. The rest: DeleteTopics
 with an empty name, and Kafka's persistent znodes after start on a fresh chroot.
 """
 
@@ -19,26 +21,31 @@ from tests.support.wire import connect, produce
 from tests.support.zookeeper import zk_connect
 
 
-async def _controller_epoch(zk_connect_string: str) -> int:
-    """The cluster's controller epoch, so the forged request is not refused as stale for that reason."""
+async def _epochs(zk_connect_string: str, broker_id: int) -> tuple[int, int]:
+    """The controller epoch and the broker's epoch, so the forged request is not refused as stale."""
     async with zk_connect(zk_connect_string) as zk:
         data, _ = await zk.get(L.CONTROLLER_EPOCH)
-    return int(data.decode())
+        return int(data.decode()), await zk.czxid(L.broker_path(broker_id))
 
 
-async def _forged_stop_replica(conn: KafkaConnection, epoch: int, partitions: list[tuple[str, int]]) -> dict:
-    return await conn.request(ApiKey.STOP_REPLICA, 0, {
-        "controller_id": 0, "controller_epoch": epoch, "delete_partitions": True,
-        "ungrouped_partitions": [{"topic_name": t, "partition_index": p} for t, p in partitions]})
+async def _forged_stop_replica(conn: KafkaConnection, epochs: tuple[int, int],
+                               partitions: list[tuple[str, int]]) -> dict:
+    topics: dict[str, list[int]] = {}
+    for t, p in partitions:
+        topics.setdefault(t, []).append(p)
+    return await conn.request(ApiKey.STOP_REPLICA, 1, {
+        "controller_id": 0, "controller_epoch": epochs[0], "broker_epoch": epochs[1], "delete_partitions": True,
+        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
 
 
-async def _forged_leader_and_isr(conn: KafkaConnection, epoch: int, broker_id: int, port: int,
+async def _forged_leader_and_isr(conn: KafkaConnection, epochs: tuple[int, int], broker_id: int, port: int,
                                  partitions: list[tuple[str, int]]) -> dict:
-    states = [{"topic_name": t, "partition_index": p, "controller_epoch": epoch, "leader": broker_id,
-               "leader_epoch": 1, "isr": [broker_id], "partition_epoch": 0, "replicas": [broker_id]}
-              for t, p in partitions]
-    return await conn.request(ApiKey.LEADER_AND_ISR, 0, {
-        "controller_id": broker_id, "controller_epoch": epoch, "ungrouped_partition_states": states,
+    return await conn.request(ApiKey.LEADER_AND_ISR, 2, {
+        "controller_id": broker_id, "controller_epoch": epochs[0], "broker_epoch": epochs[1],
+        "topic_states": [{"topic_name": t, "partition_states": [{
+            "topic_name": t, "partition_index": p, "controller_epoch": epochs[0], "leader": broker_id,
+            "leader_epoch": 1, "isr": [broker_id], "partition_epoch": 0, "replicas": [broker_id]}]}
+            for t, p in partitions],
         "live_leaders": [{"broker_id": broker_id, "host_name": "127.0.0.1", "port": port}]})
 
 
@@ -55,8 +62,8 @@ async def test_forged_stop_replica_cannot_delete_outside_log_dirs(tmp_path: Path
         (d / "precious.txt").write_text("keep me")
     async with await connect(broker) as conn:
         await create_topic(conn, "legal")  # also makes sure a controller has been elected
-        epoch = await _controller_epoch(zk_server.connect_string)
-        resp = await _forged_stop_replica(conn, epoch, [(str(absolute), 0), ("../rel", 0), ("ok", -1)])
+        epochs = await _epochs(zk_server.connect_string, broker.broker_id)
+        resp = await _forged_stop_replica(conn, epochs, [(str(absolute), 0), ("../rel", 0), ("ok", -1)])
     assert (absolute.parent / "victim-0" / "precious.txt").read_text() == "keep me"
     assert (relative_victim / "precious.txt").read_text() == "keep me"
     assert resp["error_code"] == 0
@@ -79,8 +86,8 @@ async def test_forged_leader_and_isr_then_produce_creates_nothing_outside_log_di
     names = [str(absolute), "../planted", "a/b"]
     async with await connect(broker) as conn:
         await create_topic(conn, "legal")
-        epoch = await _controller_epoch(zk_server.connect_string)
-        resp = await _forged_leader_and_isr(conn, epoch, broker.broker_id, broker.port, [(n, 0) for n in names])
+        epochs = await _epochs(zk_server.connect_string, broker.broker_id)
+        resp = await _forged_leader_and_isr(conn, epochs, broker.broker_id, broker.port, [(n, 0) for n in names])
         produced = {name: (await produce(conn, name, 0, [(b"k", b"client bytes")]))["error_code"] for name in names}
         # The broker still serves its legal topic.
         ok = await produce(conn, "legal", 0, [(b"k", b"v")])
