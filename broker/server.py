@@ -53,6 +53,8 @@ class Broker:
                                               config.replication_quota_window_size_seconds,
                                               lambda: time.monotonic() * 1000)
         self.fetchers = FetcherManager(config, self.replicas, self.throttles, self.throttles.follower_lag)
+        # A failed log directory's partitions are fetched no more (Kafka's handleLogDirFailure).
+        self.replicas.on_offline(self.fetchers.remove)
         self.topic_configs = TopicConfigs(self.zk)
         self.roles = PartitionRoles(config, self.replicas, self.fetchers, self.metadata, self.topic_configs)
         self.produce_quotas = ClientQuotaManager("produce", config.quota_window_num,

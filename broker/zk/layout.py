@@ -12,12 +12,13 @@ BROKER_TOPICS = "/brokers/topics"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 ISR_CHANGE = "/isr_change_notification"
+LOG_DIR_EVENT = "/log_dir_event_notification"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN = "/admin/reassign_partitions"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_ROOT = "/config"
 
-PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, ISR_CHANGE, DELETE_TOPICS, CONFIG_CHANGES,
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, ISR_CHANGE, LOG_DIR_EVENT, DELETE_TOPICS, CONFIG_CHANGES,
                     "/config/topics", "/config/brokers", "/config/clients")
 
 
