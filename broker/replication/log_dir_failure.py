@@ -39,6 +39,7 @@ class LogDirFailureChannel:
     def __init__(self) -> None:
         self.offline: dict[Path, str] = {}
         self._queue: asyncio.Queue[Path] = asyncio.Queue()
+        self._queued: set[Path] = set()
 
     def is_offline(self, directory: Path) -> bool:
         return directory in self.offline
@@ -50,11 +51,20 @@ class LogDirFailureChannel:
         self.offline[directory] = f"{operation}: {error}"
         log.error("log_dir.failed", log_dir=str(directory), operation=operation, error=str(error),
                   action="serving no partition of this directory until restart; KAFKA_STORAGE_ERROR to clients")
-        self._queue.put_nowait(directory)
+        self.remind(directory)
         return True
 
+    def remind(self, directory: Path) -> None:
+        """Report an offline directory to the controller again: one that does not know of it (a new
+        controller after a failover) has just asked this broker to lead one of its partitions."""
+        if directory in self.offline and directory not in self._queued:
+            self._queued.add(directory)
+            self._queue.put_nowait(directory)
+
     async def next_failed(self) -> Path:
-        return await self._queue.get()
+        directory = await self._queue.get()
+        self._queued.discard(directory)
+        return directory
 
 
 def event_body(broker_id: int) -> bytes:

@@ -53,6 +53,9 @@ class PartitionRoles:
         except KafkaStorageError as e:
             self.fetchers.remove((topic, index))
             log.info("partition.storage_error", topic=topic, partition=index, error=str(e))
+            if ps["leader"] == self.broker_id:
+                # Kafka's controller learns offline replicas from this answer; ours from the notification.
+                self.replicas.dir_failures.remind(self.replicas.log_dir)
             return ErrorCode.KAFKA_STORAGE_ERROR
 
     def _apply(self, topic: str, index: int, replicas: list[int], ps: dict[str, Any],
