@@ -73,7 +73,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
             out: dict[str, Any] = {"partition_index": idx, "error_code": 0, "high_watermark": -1, "records": b""}
             parts.append(out)
             part = rm.get(name, idx)
-            if part is not None and part.offline:
+            if rm.is_offline(name, idx):
                 out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
             if part is None:

@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                                    "timestamp": -1, "offset": -1}
             parts.append(out)
             part = services.replicas.get(name, idx)
-            if part is not None and part.offline:
+            if services.replicas.is_offline(name, idx):
                 out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
             if part is None or part.leader != services.broker_id:

@@ -50,7 +50,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
                 continue
             part = rm.get(name, idx)
-            if part is not None and part.offline:
+            if rm.is_offline(name, idx):
                 entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
             if part is None or part.leader != services.broker_id:

@@ -87,6 +87,8 @@ class ReplicaManager:
         self.log_dir: Path = config.log_dirs[0]
         self.dir_failures = LogDirFailureChannel()
         self._offline_listeners: list[Callable[[tuple[str, int]], None]] = []
+        # Partitions the controller gave this broker whose log could not be opened (Kafka's HostedPartition.Offline).
+        self._unopened_offline: set[tuple[str, int]] = set()
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -141,6 +143,13 @@ class ReplicaManager:
     def log_dir_offline(self) -> bool:
         return self.dir_failures.is_offline(self.log_dir)
 
+    def is_offline(self, topic: str, index: int) -> bool:
+        """The partition is hosted here but its log directory failed: KAFKA_STORAGE_ERROR to requests for it."""
+        part = self.partitions.get((topic, index))
+        if part is not None:
+            return part.offline
+        return (topic, index) in self._unopened_offline
+
     def on_offline(self, listener: Callable[[tuple[str, int]], None]) -> None:
         """`listener((topic, partition))` runs for each partition going offline (the fetcher manager stops it)."""
         self._offline_listeners.append(listener)
@@ -177,11 +186,13 @@ class ReplicaManager:
             raise part.log.failed or KafkaStorageError(self.log_dir, "open", OSError("log dir is offline"))
         if part is None:
             if self.log_dir_offline:
+                self._unopened_offline.add((topic, index))
                 raise KafkaStorageError(self.log_dir, "open", OSError(self.dir_failures.offline[self.log_dir]))
             try:
                 plog = Log.open(self.log_dir / f"{topic}-{index}",
                                 segment_bytes=segment_bytes or self.config.log_segment_bytes)
             except KafkaStorageError as e:
+                self._unopened_offline.add((topic, index))
                 self.fail_dir("open", e)
                 raise
             part = Partition(topic, index, plog)
