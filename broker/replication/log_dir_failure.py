@@ -25,7 +25,7 @@ from pathlib import Path
 import structlog
 
 from broker.zk import layout as L
-from broker.zk.client import ZkClient
+from broker.zk.client import NoNodeError, ZkClient
 
 log = structlog.get_logger()
 
@@ -69,6 +69,28 @@ class LogDirFailureChannel:
 
 def event_body(broker_id: int) -> bytes:
     return L.dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+async def forget_earlier_failures(zk: ZkClient, broker_id: int) -> None:
+    """Delete this broker's notifications left by an earlier run (killed before the controller read
+    them): this run opens its directory anew, and a directory still broken fails again and says so.
+    Called before registering, so no controller can take a stale one for this run's."""
+    try:
+        children = await zk.get_children(L.LOG_DIR_EVENT)
+    except NoNodeError:
+        return
+    for child in children:
+        path = f"{L.LOG_DIR_EVENT}/{child}"
+        try:
+            data, _ = await zk.get(path)
+            if int(L.loads(data).get("broker", -1)) != broker_id:
+                continue
+            await zk.delete(path)
+            log.info("log_dir.stale_notification_deleted", znode=child)
+        except NoNodeError:
+            continue
+        except (ValueError, TypeError, AttributeError):
+            continue  # not ours to judge: the controller deletes what it cannot read
 
 
 async def notify_controller(channel: LogDirFailureChannel, zk: ZkClient, broker_id: int) -> None:
