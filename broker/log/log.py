@@ -351,6 +351,10 @@ class Log:
         except OSError as e:
             raise KafkaStorageError(self.directory, "close", e) from e
 
+    def abandon(self) -> None:
+        """Close every fd, writing nothing: a log in a failed directory, left for the next open to recover."""
+        self._close_fds()
+
     def delete(self) -> None:
         """Close the log and remove its directory."""
         self._close_fds()

@@ -132,6 +132,9 @@ class ReplicaManager:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._try_checkpoint()
         for part in self.partitions.values():
+            if part.offline:
+                part.log.abandon()  # no clean-shutdown marker in a failed directory
+                continue
             try:
                 part.log.close()
             except KafkaStorageError as e:

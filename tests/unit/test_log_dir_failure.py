@@ -122,3 +122,16 @@ async def test_channel_reports_each_failed_dir_once_until_reminded(tmp_path: Pat
     ch.remind(tmp_path / "other")  # never failed: nothing to report
     assert ch._queue.empty()
     assert json.loads(event_body(3)) == {"version": 1, "broker": 3, "event": 1}
+
+
+async def test_stop_leaves_no_clean_shutdown_marker_in_a_failed_dir(rm: ReplicaManager, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    a = rm.become_leader("t", 0, [1], 0, [1], 0, 1, 1, None)
+    rm.become_leader("t", 1, [1], 0, [1], 0, 1, 1, None)
+    enospc(monkeypatch)
+    assert rm.append(a, records(1), acks=1)[0] == ErrorCode.KAFKA_STORAGE_ERROR
+    monkeypatch.undo()
+    await rm.stop()
+    # Both logs get a full recovery at the next start, the one that did not fail too.
+    assert not list(tmp_path.glob("t-*/.clean_shutdown"))
+    assert not (tmp_path / CHECKPOINT).exists()
