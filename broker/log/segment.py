@@ -42,7 +42,7 @@ class RollbackFailed(OSError):
     """An append failed and cutting the files back to their sizes before it failed as well."""
 
     def __init__(self, error: OSError, rollback_error: OSError) -> None:
-        super().__init__(error.errno, f"{error.strerror}; rolling back failed too: {rollback_error}")
+        super().__init__(error.errno, f"{error.strerror}; rolling back failed too: {rollback_error}", error.filename)
         self.rollback_error = rollback_error
 
 
@@ -214,9 +214,11 @@ class Segment:
         n = len(data)
         index_point = self._bytes_since_index > self.index_interval
         key = first_key - self.base_offset
+        target = self.log_path
         try:
             _write_all(self.fd, data)
             if index_point:
+                target = self.index_path
                 # Kafka's LogSegment.append: at most one index point per append, at its first
                 # entry, once more than index_interval bytes were appended since the last point.
                 # Walking every entry header instead cost a fifth of a follower's CPU; a read
@@ -228,12 +230,14 @@ class Segment:
                     point.byteswap()
                 _write_all(self.index_fd, point.tobytes())
         except OSError as e:
+            # Named after the file whose write failed, for the operator's log line.
+            named = OSError(e.errno, e.strerror, str(target))
             try:
                 os.ftruncate(self.fd, pos)
                 os.ftruncate(self.index_fd, len(self._keys) * 8)
             except OSError as cut:
-                raise RollbackFailed(e, cut) from e
-            raise
+                raise RollbackFailed(named, cut) from e
+            raise named from e
         self.size = pos + n
         if index_point:
             self._keys.append(key)

@@ -172,6 +172,9 @@ async def _disk_full(b: BrokerProcess, disk: Path) -> None:
     # The failed append left no trace: the next one after the restart takes the offset after the last kept.
     assert after["error_code"] == 0 and after["base_offset"] == len(stored), (after, len(stored))
     assert "Traceback" not in log_text, log_text[-3000:]
+    # The scenario is the issue's: the log write went through and the index write hit the full disk.
+    failed = [line for line in log_text.splitlines() if "log_dir.failed" in line]
+    assert len(failed) == 1 and f"{0:020d}.index" in failed[0], failed
 
 
 async def test_unwritable_log_dir_answers_storage_error_and_moves_leadership(broker_factory, zk_server) -> None:  # noqa: ANN001

@@ -83,6 +83,7 @@ def test_failed_index_write_leaves_no_trace(tmp_path: Path, monkeypatch: pytest.
     with pytest.raises(KafkaStorageError) as err:
         append(log, b"doomed")
     assert err.value.operation == "append" and err.value.error.errno == errno.ENOSPC
+    assert str(err.value.error.filename).endswith(".index")
     # The log bytes landed, then went again with the index bytes: nothing of the append is left.
     assert (log.log_end_offset, log.size_bytes, sizes(log), log.segments[-1].index_entries) == before
     # A failed log takes nothing more, even once the disk has room again.
