@@ -168,6 +168,7 @@ class ReplicaManager:
         for part in parts:
             if not part.offline:
                 part.offline = True
+                part.leader = -1  # leads nothing any more: the leader gauges and ISR upkeep leave it out
                 part.tracker = None
                 gone.append(part.key)
         if gone:
