@@ -22,6 +22,7 @@ from broker.metrics import Registry, serve_metrics
 from broker.network import Listener
 from broker.replication.fetcher_manager import FetcherManager
 from broker.replication.leftover_throttles import watch_leftover_throttles
+from broker.replication.log_dir_failure import forget_earlier_failures
 from broker.replication.replica_manager import ReplicaManager
 from broker.replication.roles import PartitionRoles
 from broker.replication.throttles import ReplicationThrottles
@@ -53,6 +54,8 @@ class Broker:
                                               config.replication_quota_window_size_seconds,
                                               lambda: time.monotonic() * 1000)
         self.fetchers = FetcherManager(config, self.replicas, self.throttles, self.throttles.follower_lag)
+        # A failed log directory's partitions are fetched no more (Kafka's handleLogDirFailure).
+        self.replicas.on_offline(self.fetchers.remove)
         self.topic_configs = TopicConfigs(self.zk)
         self.roles = PartitionRoles(config, self.replicas, self.fetchers, self.metadata, self.topic_configs)
         self.produce_quotas = ClientQuotaManager("produce", config.quota_window_num,
@@ -149,6 +152,7 @@ class Broker:
             self._metrics_server = await serve_metrics(self.metrics, *addr)
             port = self._metrics_server.sockets[0].getsockname()[1]
             self.metrics_url = f"http://{addr[0]}:{port}/metrics"
+        await forget_earlier_failures(self.zk, self.broker_id)
         await self._register(new_session=True)
         self.zk.on_session(self._on_session)
         await self.controller.start()

@@ -6,6 +6,9 @@ INVALID_REQUEST for a name given twice); the others still go through. num_partit
 replication_factor -1 (v4+) take the broker defaults. validate_only (v1+) writes nothing
 and is not counted. KIP-599: a valid topic then takes its partition count from the client's
 mutation quota (broker.apis.mutation_quota; strict from v6, permissive before).
+A topic with a partition that only this broker hosts, while this broker's log directory is
+offline, is answered KAFKA_STORAGE_ERROR (naming the directory) instead of waiting for a leader
+that cannot come.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     counts = Counter(t["name"] for t in request["topics"])
     results = []
     created: list[tuple[str, int]] = []
+    only_here: set[str] = set()  # topics with a partition whose one replica is this broker
+    me = ctx.services.broker_id
     for t in request["topics"]:
         name = t["name"]
         res: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None,
@@ -47,6 +52,8 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                     continue
                 plan = await admin.create_topic(spec, plan)
                 created.append((name, len(plan)))
+                if any(list(r) == [me] for r in plan.values()):
+                    only_here.add(name)
             res["num_partitions"] = len(plan)
             res["replication_factor"] = len(next(iter(plan.values())))
         except AdminError as e:
@@ -54,14 +61,24 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             res["error_message"] = e.message
     # Like Kafka's DelayedCreateTopics: answer once every new partition has a leader in
     # this broker's metadata, so a client's next Metadata request finds them.
+    rm = ctx.services.replicas
+
+    def storage_failed(name: str) -> bool:
+        return name in only_here and rm.log_dir_offline
+
     timeout = max(request.get("timeout_ms", 0), 0) / 1000
     if created and timeout > 0:
         ready = await ctx.services.metadata_updated.wait_until(
-            lambda: all(admin.has_leaders(n, count) for n, count in created), timeout)
-        if not ready:
-            for res in results:
-                if any(res["name"] == n for n, _ in created) and not admin.has_leaders(res["name"], 1):
-                    res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            lambda: all(storage_failed(n) or admin.has_leaders(n, count) for n, count in created), timeout)
+        for res in results:
+            if not any(res["name"] == n for n, _ in created):
+                continue
+            if storage_failed(res["name"]):
+                res["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                res["error_message"] = (f"Log directory {rm.log_dir} of broker {me} is offline "
+                                        f"({rm.dir_failures.offline.get(rm.log_dir)}); the topic has no leader.")
+            elif not ready and not admin.has_leaders(res["name"], 1):
+                res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return {"throttle_time_ms": quota.finish(), "topics": results}
 
 

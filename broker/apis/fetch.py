@@ -7,7 +7,8 @@ first message does not fit gets empty records and no error, while v0-v2 return a
 message as Kafka 0.10 did. Consumers (replica_id < 0) read up to the high watermark;
 followers up to the log end. replica_id -2 (debug consumer) may read from a non-leader.
 The response waits up to max_wait_ms for min_bytes, woken by appends. Record bytes travel
-as slices of the segment files.
+as slices of the segment files. A partition whose log directory failed (before or during
+the read) gets KAFKA_STORAGE_ERROR.
 
 Follower fetches (replica_id >= 0) first record the follower's fetch offset (ISR
 bookkeeping). A partition listed in `leader.replication.throttled.replicas` whose
@@ -35,7 +36,7 @@ from typing import Any
 
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
-from broker.log import OffsetOutOfRange
+from broker.log import KafkaStorageError, OffsetOutOfRange
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_request, encode_fetch_response
 from protocol.messages import fetch as messages
@@ -72,6 +73,9 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
             out: dict[str, Any] = {"partition_index": idx, "error_code": 0, "high_watermark": -1, "records": b""}
             parts.append(out)
             part = rm.get(name, idx)
+            if rm.is_offline(name, idx):
+                out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if part is None:
                 known = services.metadata.partition(name, idx) is not None
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -107,11 +111,18 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
             try:
                 sl = rm.read(part, fp["fetch_offset"], size, consumer=consumer,
                              min_one_message=min_one, allow_partial=version < 3)
+                data = sl.read_bytes() if sl.length else b""
             except OffsetOutOfRange:
                 out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
-            if sl.length:
-                data = sl.read_bytes()
+            except KafkaStorageError:
+                out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            except OSError as e:  # the pread of the slice itself
+                rm.fail_dir("read", e)
+                out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            if data:
                 out["records"] = data
                 total += len(data)
                 if throttled:

@@ -3,7 +3,8 @@
 Timestamps -2 (earliest) and -1 (latest) are served. Consumers get the high watermark
 as "latest", followers (replica_id >= 0) the log end. Departure from Kafka: there is no
 time index yet, so a lookup by a real timestamp answers offset -1 (v1) or an empty list
-(v0), Kafka's answer when no message is at or after that time.
+(v0), Kafka's answer when no message is at or after that time. A partition whose log
+directory failed answers KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                                    "timestamp": -1, "offset": -1}
             parts.append(out)
             part = services.replicas.get(name, idx)
+            if services.replicas.is_offline(name, idx):
+                out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if part is None or part.leader != services.broker_id:
                 known = services.metadata.partition(name, idx) is not None
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

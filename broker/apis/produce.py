@@ -5,7 +5,8 @@ producer even inside Produce v2; protocol.records validates them, assigns offset
 stores magic 1. A bad CRC answers CORRUPT_MESSAGE and appends nothing for that
 partition. acks=0 gets no response; acks=-1 waits for the high watermark (the whole
 ISR) up to timeout_ms, then REQUEST_TIMED_OUT. NOT_ENOUGH_REPLICAS when the ISR is
-smaller than min.insync.replicas (topic config, else the broker's).
+smaller than min.insync.replicas (topic config, else the broker's). KAFKA_STORAGE_ERROR for a
+partition whose log directory failed (the append that failed left nothing behind).
 
 KIP-13, as in Kafka 0.10.1: the records are appended first, then the request's size is
 recorded against the client id's produce quota, and the response is held for the throttle
@@ -49,6 +50,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
                 continue
             part = rm.get(name, idx)
+            if rm.is_offline(name, idx):
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if part is None or part.leader != services.broker_id:
                 if topic_name_error(name):
                     entry["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION

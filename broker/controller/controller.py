@@ -5,8 +5,9 @@ inter-broker APIs: LeaderAndIsr v2 (roles), UpdateMetadata v5 (everyone's metada
 cache) and StopReplica v1 (stop or delete a replica), each carrying the receiving broker's
 epoch (KIP-380: the czxid of its registration, read with the registration; a broker whose
 czxid changed between two reads has bounced and is handled as failed, then started). Its
-inputs are ZooKeeper watches on `/brokers/ids`, `/brokers/topics`, `/admin/delete_topics`
-and `/isr_change_notification`, plus ControlledShutdown requests. Events are processed one
+inputs are ZooKeeper watches on `/brokers/ids`, `/brokers/topics`, `/admin/delete_topics`,
+`/isr_change_notification` and `/log_dir_event_notification` (a broker's failed log directory:
+broker.controller.log_dir_events), plus ControlledShutdown requests. Events are processed one
 at a time, in order, as Kafka's controller event thread does.
 
 Decisions follow Kafka: leader = the first live replica (in assignment order) that is in
@@ -33,6 +34,7 @@ import structlog
 from broker.controller.channel import ControllerChannel
 from broker.controller.context import ControllerContext
 from broker.controller.epochs import ControlRequestEpochs
+from broker.controller.log_dir_events import no_leader, take_notifications
 from broker.controller.reassign import Reassigner
 from broker.zk import layout as L
 from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient, ZkError
@@ -52,6 +54,8 @@ class Controller:
         self._worker: asyncio.Task[None] | None = None
         self._watches_armed = False
         self._topic_watches: set[str] = set()
+        # Brokers whose log directory failed: alive, but never leader nor in an ISR until they register again.
+        self.dir_offline: set[int] = set()
         self.reassigner = Reassigner(self.ctx)
         self.epochs = ControlRequestEpochs(zk, broker_id)
 
@@ -117,6 +121,7 @@ class Controller:
             await self.zk.watch_children(L.BROKER_TOPICS, self._on(self._topics_changed))
             await self.zk.watch_children(L.DELETE_TOPICS, self._on(self._delete_requested))
             await self.zk.watch_children(L.ISR_CHANGE, self._on(self._isr_changed))
+            await self.zk.watch_children(L.LOG_DIR_EVENT, self._on(self._log_dirs_failed))
             await self.reassigner.arm()
         await self._failover()
 
@@ -204,6 +209,7 @@ class Controller:
         self.ctx.send_update_metadata(list(self.ctx.live), self._all_partitions())
         await self._delete_requested(await self.zk.get_children(L.DELETE_TOPICS))
         await self._isr_changed(await self.zk.get_children(L.ISR_CHANGE))
+        await self._log_dirs_failed(await self.zk.get_children(L.LOG_DIR_EVENT))
         await self.reassigner.resume()
 
     def _all_partitions(self) -> list[TP]:
@@ -221,7 +227,7 @@ class Controller:
             replicas = self.ctx.assignment[tp[0]][tp[1]]
             cur = self.ctx.states.get(tp)
             if cur is None:
-                alive = [r for r in replicas if r in self.ctx.live]
+                alive = [r for r in replicas if r in self.ctx.live and r not in self.dir_offline]
                 if not alive:
                     continue
                 state = L.PartitionState(alive[0], 0, self.ctx.epoch, alive)
@@ -237,7 +243,8 @@ class Controller:
                         changed.append(tp)
                     continue
                 changed.append(tp)
-            elif cur[0].leader not in self.ctx.live or cur[0].leader in self.ctx.shutting_down:
+            elif (cur[0].leader not in self.ctx.live or cur[0].leader in self.ctx.shutting_down
+                  or cur[0].leader in self.dir_offline):
                 if await self._elect_leader(tp):
                     changed.append(tp)
         return changed
@@ -249,12 +256,13 @@ class Controller:
                 return False
             state, version = cur
             replicas = self.ctx.assignment[tp[0]][tp[1]]
-            live_isr = [r for r in state.isr if r in self.ctx.live and r != excluding]
+            live_isr = [r for r in state.isr if r in self.ctx.live and r != excluding and r not in self.dir_offline]
             candidates = [r for r in replicas if r in live_isr and r not in self.ctx.shutting_down]
             if candidates:
                 leader, isr = candidates[0], live_isr
             elif self.unclean:
-                alive = [r for r in replicas if r in self.ctx.live and r != excluding and r not in self.ctx.shutting_down]
+                alive = [r for r in replicas if r in self.ctx.live and r != excluding
+                         and r not in self.ctx.shutting_down and r not in self.dir_offline]
                 if not alive:
                     log.warning("controller.partition_offline", topic=tp[0], partition=tp[1])
                     return False
@@ -318,6 +326,8 @@ class Controller:
         assert self.ctx.channel is not None
         self.ctx.channel.set_brokers(self.ctx.live)
         self.ctx.shutting_down -= set(dead)
+        # A broker registering again has opened its log directory anew (Kafka's onBrokerStartup).
+        self.dir_offline -= set(dead) | set(new)
         if dead:
             log.info("controller.brokers_failed", brokers=dead)
             changed = await self._bring_online(self._all_partitions())
@@ -436,6 +446,36 @@ class Controller:
             await self.ctx.read_state(*tp)
         if touched:
             self.ctx.send_update_metadata(list(self.ctx.live), touched)
+
+    async def _log_dirs_failed(self, children: list[str]) -> None:
+        """Kafka's onBrokerLogDirFailure: every replica on the named brokers goes offline."""
+        brokers = [b for b in await take_notifications(self.zk, children) if b in self.ctx.live]
+        if not brokers:
+            return
+        self.dir_offline |= set(brokers)
+        changed: list[TP] = []
+        for b in brokers:
+            for tp in self._partitions_on(b):
+                cur = self.ctx.states.get(tp)
+                if cur is None:
+                    continue
+                if cur[0].leader == b:
+                    if await self._elect_leader(tp, excluding=b) or await self._drop_leader(tp, b):
+                        changed.append(tp)
+                elif await self._remove_from_isr(tp, b):
+                    changed.append(tp)
+            log.warning("controller.log_dir_failed", broker=b, partitions_changed=len(changed))
+        self._propagate(changed)
+
+    async def _drop_leader(self, tp: TP, broker_id: int) -> bool:
+        """No other replica can lead: leader -1, so that clients stop sending to a broker that cannot serve."""
+        for _ in range(3):
+            cur = self.ctx.states.get(tp)
+            if cur is None or cur[0].leader != broker_id:
+                return False
+            if await self.ctx.write_state(tp, no_leader(cur[0], self.ctx.epoch), cur[1]):
+                return True
+        return False
 
     # ---- controlled shutdown ---------------------------------------------------------
 

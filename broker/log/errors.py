@@ -22,4 +22,19 @@ class InvalidAppend(LogError, ValueError):
     """An append whose offsets would go backwards, or that is not made of whole entries."""
 
 
-__all__ = ["InvalidAppend", "LogError", "OffsetOutOfRange"]
+class KafkaStorageError(LogError):
+    """An I/O error on a log's files (Kafka's KafkaStorageException): the log's directory is failed.
+
+    `operation` names what failed (append, roll, read, flush, truncate, open, close). The log
+    refuses every later call: whatever its files hold now, nothing more is written to them
+    until the broker restarts and recovers them.
+    """
+
+    def __init__(self, directory: object, operation: str, error: BaseException) -> None:
+        super().__init__(f"{operation} failed in {directory}: {error}")
+        self.directory = directory
+        self.operation = operation
+        self.error = error
+
+
+__all__ = ["InvalidAppend", "KafkaStorageError", "LogError", "OffsetOutOfRange"]

@@ -5,6 +5,12 @@ the page cache (a killed process loses nothing that was written; `flush()` is wh
 reads are an index bisect plus a pread of a few KiB of headers, so no call reads a whole file
 except recovery at open.
 
+Storage errors (Kafka's Log.maybeHandleIOException): every OSError on the log's files is
+raised as KafkaStorageError and marks the log failed, so that every later call raises it too
+and nothing more is written to a log whose state on disk is uncertain; the replica manager then
+takes the whole log directory offline. An append that fails leaves no trace (segment.py cuts
+both files back): after a restart recovery finds every entry written before it.
+
 Departures from Kafka 0.10.1: no time index, retention or compaction; a segment rolls on size
 only; the index key of an entry is the offset before it rather than its first offset (see
 segment.py), which gives the same lookups without parsing compressed wrappers.
@@ -19,7 +25,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.log.errors import InvalidAppend, OffsetOutOfRange
+from broker.log.errors import InvalidAppend, KafkaStorageError, OffsetOutOfRange
 from broker.log.segment import HEADER, U32_MAX, Segment
 
 CLEAN_SHUTDOWN = ".clean_shutdown"
@@ -66,6 +72,7 @@ class Log:
         self._unflushed: set[Segment] = set()
         self._dir_dirty = False
         self._closed = False
+        self._failed: KafkaStorageError | None = None
 
     # ---- opening and recovery --------------------------------------------------------
 
@@ -80,12 +87,14 @@ class Log:
         must stay contiguous.
         """
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, segment_bytes, index_interval_bytes)
         try:
+            directory.mkdir(parents=True, exist_ok=True)
             log._load()
-        except BaseException:
+        except BaseException as e:
             log._close_fds()
+            if isinstance(e, OSError):
+                raise KafkaStorageError(directory, "open", e) from e
             raise
         return log
 
@@ -173,10 +182,15 @@ class Log:
             raise InvalidAppend(f"entries at offsets {first_offset}..{last_offset} do not follow "
                                 f"log end offset {self._log_end_offset}")
         active = self._segments[-1]
-        if active.size > 0 and (active.size + n > self.segment_bytes
-                                or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET):
-            active = self._roll()
-        pos = active.append(data, self._log_end_offset)
+        try:
+            if active.size > 0 and (active.size + n > self.segment_bytes
+                                    or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET):
+                active = self._roll()
+            pos = active.append(data, self._log_end_offset)
+        except OSError as e:
+            # Nothing moved: the segment cut its files back (or says it could not), and the
+            # log end offset, size and index are those from before the call.
+            raise self._fail("append", e) from e
         self._log_end_offset = last_offset + 1
         self._size += n
         self._unflushed.add(active)
@@ -205,6 +219,13 @@ class Log:
         `allow_partial` (Fetch v3) returns nothing.
         """
         self._check_open()
+        try:
+            return self._read(offset, max_bytes, max_offset, min_one_message, allow_partial)
+        except OSError as e:
+            raise self._fail("read", e) from e
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool,
+              allow_partial: bool) -> FileSlice:
         leo = self._log_end_offset
         if offset == leo:
             active = self._segments[-1]
@@ -255,6 +276,12 @@ class Log:
         if offset < self._bases[0]:
             self.truncate_fully_and_start_at(offset)
             return
+        try:
+            self._truncate_to(offset)
+        except OSError as e:
+            raise self._fail("truncate", e) from e
+
+    def _truncate_to(self, offset: int) -> None:
         i = bisect_right(self._bases, offset) - 1
         for seg in self._segments[i + 1:]:
             self._unflushed.discard(seg)
@@ -274,10 +301,13 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at `offset` (a follower behind its leader's log start)."""
         self._check_open()
-        for seg in self._segments:
-            self._unflushed.discard(seg)
-            seg.delete()
-        seg = Segment(self.directory, offset, self.index_interval_bytes, create=True)
+        try:
+            for seg in self._segments:
+                self._unflushed.discard(seg)
+                seg.delete()
+            seg = Segment(self.directory, offset, self.index_interval_bytes, create=True)
+        except OSError as e:
+            raise self._fail("truncate", e) from e
         self._segments = [seg]
         self._bases = [offset]
         self._log_end_offset = offset
@@ -289,23 +319,41 @@ class Log:
     def flush(self) -> None:
         """fsync every segment written since the last flush, and the directory if files changed."""
         self._check_open()
-        for seg in self._unflushed:
-            seg.flush()
-        self._unflushed.clear()
-        if self._dir_dirty:
-            _fsync_dir(self.directory)
-            self._dir_dirty = False
+        try:
+            for seg in self._unflushed:
+                seg.flush()
+            self._unflushed.clear()
+            if self._dir_dirty:
+                _fsync_dir(self.directory)
+                self._dir_dirty = False
+        except OSError as e:
+            raise self._fail("flush", e) from e
 
     def close(self) -> None:
         """Flush, close every fd and leave the clean-shutdown marker. Idempotent."""
         if self._closed:
             return
-        self.flush()
+        if self._failed is not None:
+            # No clean-shutdown marker: the next open must validate what is on disk.
+            self._close_fds()
+            return
+        try:
+            self.flush()
+        except KafkaStorageError:
+            self._close_fds()
+            raise
         self._close_fds()
-        marker = self.directory / CLEAN_SHUTDOWN
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.close(fd)
-        _fsync_dir(self.directory)
+        try:
+            marker = self.directory / CLEAN_SHUTDOWN
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.close(fd)
+            _fsync_dir(self.directory)
+        except OSError as e:
+            raise KafkaStorageError(self.directory, "close", e) from e
+
+    def abandon(self) -> None:
+        """Close every fd, writing nothing: a log in a failed directory, left for the next open to recover."""
+        self._close_fds()
 
     def delete(self) -> None:
         """Close the log and remove its directory."""
@@ -317,9 +365,23 @@ class Log:
             seg.close()
         self._closed = True
 
+    @property
+    def failed(self) -> KafkaStorageError | None:
+        """The storage error that failed this log, if any."""
+        return self._failed
+
+    def _fail(self, operation: str, error: OSError) -> KafkaStorageError:
+        err = KafkaStorageError(self.directory, operation, error)
+        if self._failed is None:
+            self._failed = err
+        return err
+
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"log {self.directory} is closed")
+        failed = self._failed
+        if failed is not None:
+            raise KafkaStorageError(self.directory, failed.operation, failed.error)
 
     def __repr__(self) -> str:
         return (f"Log({self.directory}, start={self.log_start_offset}, end={self._log_end_offset}, "

@@ -38,6 +38,14 @@ RECOVER_CHUNK = 1 << 20
 _LITTLE = sys.byteorder == "little"
 
 
+class RollbackFailed(OSError):
+    """An append failed and cutting the files back to their sizes before it failed as well."""
+
+    def __init__(self, error: OSError, rollback_error: OSError) -> None:
+        super().__init__(error.errno, f"{error.strerror}; rolling back failed too: {rollback_error}", error.filename)
+        self.rollback_error = rollback_error
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
@@ -76,6 +84,8 @@ class Segment:
             self.index_fd = os.open(self.index_path, flags, 0o644)
         except BaseException:
             os.close(self.fd)
+            if create:  # a roll that failed halfway leaves no segment behind
+                self.log_path.unlink(missing_ok=True)
             raise
         self.size = os.fstat(self.fd).st_size
         self._keys = _u32_array()
@@ -190,29 +200,48 @@ class Segment:
     # ---- append ----------------------------------------------------------------------
 
     def append(self, data: bytes | memoryview, first_key: int) -> int:
-        """Append whole entries; `first_key` is the log end offset before them. Returns the position."""
+        """Append whole entries; `first_key` is the log end offset before them. Returns the position.
+
+        All or nothing: the in-memory size and index move only once the entries and their index
+        point are both written. On an OSError (ENOSPC, EIO) both files are cut back to their
+        sizes before the call and the error is raised; if cutting back fails too,
+        `RollbackFailed` is raised (the files may hold a torn tail, which only recovery may cut).
+        A failed append that left bytes behind would make the next one land after them: the
+        same offsets twice in the file, and recovery would stop at the first of them and drop
+        everything acknowledged after it.
+        """
         pos = self.size
         n = len(data)
+        index_point = self._bytes_since_index > self.index_interval
+        key = first_key - self.base_offset
+        target = self.log_path
         try:
             _write_all(self.fd, data)
-        except BaseException:
-            # Never leave a torn entry behind a failed write (ENOSPC, EIO): later appends would
-            # land after garbage and recovery would throw them away.
-            os.ftruncate(self.fd, pos)
-            raise
+            if index_point:
+                target = self.index_path
+                # Kafka's LogSegment.append: at most one index point per append, at its first
+                # entry, once more than index_interval bytes were appended since the last point.
+                # Walking every entry header instead cost a fifth of a follower's CPU; a read
+                # scans at most one append. A kill between the two writes only leaves the index
+                # sparser (recovery rebuilds it).
+                point = _u32_array()
+                point.extend((key, pos))
+                if _LITTLE:
+                    point.byteswap()
+                _write_all(self.index_fd, point.tobytes())
+        except OSError as e:
+            # Named after the file whose write failed, for the operator's log line.
+            named = OSError(e.errno, e.strerror, str(target))
+            try:
+                os.ftruncate(self.fd, pos)
+                os.ftruncate(self.index_fd, len(self._keys) * 8)
+            except OSError as cut:
+                raise RollbackFailed(named, cut) from e
+            raise named from e
         self.size = pos + n
-        # Kafka's LogSegment.append: at most one index point per append, at its first entry, once
-        # more than index_interval bytes were appended since the last point. Walking every entry
-        # header instead cost a fifth of a follower's CPU; a read scans at most one append.
-        if self._bytes_since_index > self.index_interval:
-            self._keys.append(first_key - self.base_offset)
+        if index_point:
+            self._keys.append(key)
             self._positions.append(pos)
-            point = _u32_array()
-            point.extend((first_key - self.base_offset, pos))
-            if _LITTLE:
-                point.byteswap()
-            # A kill between the log write and this one only leaves the index sparser.
-            _write_all(self.index_fd, point.tobytes())
             self._bytes_since_index = 0
         self._bytes_since_index += n
         return pos

@@ -7,6 +7,12 @@ conditional set on the partition's state znode, batching the changes into
 `/isr_change_notification` for the controller. A follower truncates to its high
 watermark and is handed to a replica fetcher for its leader.
 
+Storage errors (broker.replication.log_dir_failure): an I/O error on the log directory fails
+it as a whole, once: its partitions go offline at once (`Partition.offline`; Produce, Fetch and
+ListOffsets answer KAFKA_STORAGE_ERROR, waiting acks=all produces are answered with it), the
+`on_offline` listeners stop their fetchers, no checkpoint or clean-shutdown marker is written
+for it any more, and the controller is told through ZooKeeper.
+
 Both purgatories (acks=all produce, long-poll fetch) wait on one signal that fires on
 every append and every high-watermark move, instead of per-request timers.
 """
@@ -16,17 +22,18 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
 from broker.config import BrokerConfig
-from broker.log import FileSlice, Log, OffsetOutOfRange
+from broker.log import FileSlice, KafkaStorageError, Log, OffsetOutOfRange
 from broker.log.dirs import partition_dir
 from broker.metrics import Registry
 from broker.replication.isr import IsrTracker
+from broker.replication.log_dir_failure import LogDirFailureChannel, notify_controller
 from broker.signal import Signal
 from broker.zk import layout as L
 from broker.zk.client import BadVersionError, NoNodeError, ZkClient
@@ -59,6 +66,7 @@ class Partition:
     min_insync_replicas: int = 1
     tracker: IsrTracker | None = None
     bytes_in: SimpleRate = field(default_factory=lambda: SimpleRate(11, 1.0))
+    offline: bool = False  # its log directory failed: KAFKA_STORAGE_ERROR to every request
 
     @property
     def log_end_offset(self) -> int:
@@ -78,7 +86,14 @@ class ReplicaManager:
         self.broker_id = config.broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.log_dir: Path = config.log_dirs[0]
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.dir_failures = LogDirFailureChannel()
+        self._offline_listeners: list[Callable[[tuple[str, int]], None]] = []
+        # Partitions the controller gave this broker whose log could not be opened (Kafka's HostedPartition.Offline).
+        self._unopened_offline: set[tuple[str, int]] = set()
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            self.dir_failures.fail(self.log_dir, "create log dir", e)
         self.appended = Signal()
         self.controller_epoch = 0
         self._checkpointed = self._read_checkpoint()
@@ -110,24 +125,82 @@ class ReplicaManager:
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._isr_upkeep()))
         self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
+        self._tasks.append(asyncio.create_task(notify_controller(self.dir_failures, self.zk, self.broker_id)))
 
     async def stop(self) -> None:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self.write_checkpoint()
+        self._try_checkpoint()
         for part in self.partitions.values():
-            part.log.close()
+            if part.offline:
+                part.log.abandon()  # no clean-shutdown marker in a failed directory
+                continue
+            try:
+                part.log.close()
+            except KafkaStorageError as e:
+                self.fail_dir("close", e)
+
+    # ---- log directory failure -------------------------------------------------------
+
+    @property
+    def log_dir_offline(self) -> bool:
+        return self.dir_failures.is_offline(self.log_dir)
+
+    def is_offline(self, topic: str, index: int) -> bool:
+        """The partition is hosted here but its log directory failed: KAFKA_STORAGE_ERROR to requests for it."""
+        part = self.partitions.get((topic, index))
+        if part is not None:
+            return part.offline
+        return (topic, index) in self._unopened_offline
+
+    def on_offline(self, listener: Callable[[tuple[str, int]], None]) -> None:
+        """`listener((topic, partition))` runs for each partition going offline (the fetcher manager stops it)."""
+        self._offline_listeners.append(listener)
+
+    def fail_dir(self, operation: str, error: BaseException) -> None:
+        """Kafka's handleLogDirFailure: take the log directory and every partition in it offline."""
+        if not self.dir_failures.fail(self.log_dir, operation, error):
+            return
+        self._take_offline(self.partitions.values())
+
+    def _take_offline(self, parts: Iterable[Partition]) -> None:
+        gone = []
+        for part in parts:
+            if not part.offline:
+                part.offline = True
+                part.leader = -1  # leads nothing any more: the leader gauges and ISR upkeep leave it out
+                part.tracker = None
+                gone.append(part.key)
+        if gone:
+            log.warning("log_dir.partitions_offline", log_dir=str(self.log_dir), partitions=len(gone))
+        for tp in gone:
+            for listener in self._offline_listeners:
+                try:
+                    listener(tp)
+                except Exception as e:  # one listener's failure must not keep the others from running
+                    log.error("log_dir.listener_failed", error=str(e))
+        self.appended.fire()  # waiting acks=all produces and long-poll fetches answer now
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
     def _open(self, topic: str, index: int, segment_bytes: int | None) -> Partition:
         part = self.partitions.get((topic, index))
+        if part is not None and part.offline:
+            raise part.log.failed or KafkaStorageError(self.log_dir, "open", OSError("log dir is offline"))
         if part is None:
-            # partition_dir refuses names that would leave the log dir (the handlers check first).
-            plog = Log.open(partition_dir(self.log_dir, topic, index),
-                            segment_bytes=segment_bytes or self.config.log_segment_bytes)
+            if self.log_dir_offline:
+                self._unopened_offline.add((topic, index))
+                raise KafkaStorageError(self.log_dir, "open", OSError(self.dir_failures.offline[self.log_dir]))
+            try:
+                # partition_dir refuses names that would leave the log dir (the handlers check first).
+                plog = Log.open(partition_dir(self.log_dir, topic, index),
+                                segment_bytes=segment_bytes or self.config.log_segment_bytes)
+            except KafkaStorageError as e:
+                self._unopened_offline.add((topic, index))
+                self.fail_dir("open", e)
+                raise
             part = Partition(topic, index, plog)
             part.high_watermark = min(self._checkpointed.get((topic, index), 0), plog.log_end_offset)
             self.partitions[(topic, index)] = part
@@ -149,19 +222,27 @@ class ReplicaManager:
 
     def write_checkpoint(self) -> None:
         """Kafka's replication-offset-checkpoint: high watermarks survive a restart."""
-        rows = [f"{t} {p} {part.high_watermark}" for (t, p), part in sorted(self.partitions.items())]
+        rows = [f"{t} {p} {part.high_watermark}" for (t, p), part in sorted(self.partitions.items())
+                if not part.offline]
         path = self.log_dir / CHECKPOINT
         tmp = path.with_suffix(".tmp")
         tmp.write_text("0\n" + f"{len(rows)}\n" + "".join(r + "\n" for r in rows))
         tmp.replace(path)
 
+    def _try_checkpoint(self) -> None:
+        # Kafka's checkpointHighWatermarks: a failed write fails the directory. An offline one is
+        # not written again: its file stays as it was, and the next start recovers from it.
+        if self.log_dir_offline:
+            return
+        try:
+            self.write_checkpoint()
+        except OSError as e:
+            self.fail_dir("checkpoint", e)
+
     async def _checkpoint_loop(self) -> None:
         while True:
             await asyncio.sleep(5)
-            try:
-                self.write_checkpoint()
-            except OSError as e:
-                log.error("checkpoint.failed", error=str(e))
+            self._try_checkpoint()
 
     # ---- roles (LeaderAndIsr, StopReplica) -------------------------------------------
 
@@ -191,7 +272,11 @@ class ReplicaManager:
         if part.log_end_offset > part.high_watermark:
             log.info("partition.truncating", topic=topic, partition=index, to=part.high_watermark,
                      log_end_offset=part.log_end_offset)
-            part.log.truncate_to(part.high_watermark)
+            try:
+                part.log.truncate_to(part.high_watermark)
+            except KafkaStorageError as e:
+                self.fail_dir("truncate", e)
+                raise
             part.high_watermark = min(part.high_watermark, part.log_end_offset)  # a straddling wrapper went whole
         self.appended.fire()
         return part
@@ -230,6 +315,8 @@ class ReplicaManager:
             self.appended.fire()
 
     def append(self, part: Partition, data: memoryview | bytes, acks: int) -> tuple[ErrorCode, int, AppendInfo | None]:
+        if part.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1, None
         if acks == -1 and len(part.isr) < part.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS, -1, None
         if len(data) > part.log.segment_bytes:
@@ -239,7 +326,12 @@ class ReplicaManager:
         except RecordsError as e:
             log.warning("produce.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
             return ErrorCode(e.error_code), -1, None
-        part.log.append(info.buffer, info.last_offset)
+        try:
+            part.log.append(info.buffer, info.last_offset)
+        except KafkaStorageError as e:
+            # The log left no trace of this append; the directory goes offline all the same.
+            self.fail_dir("append", e)
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1, None
         part.bytes_in.record(len(info.buffer), self.clock())
         self._advance_hw(part)
         self.appended.fire()
@@ -248,6 +340,8 @@ class ReplicaManager:
     async def wait_for_hw(self, part: Partition, offset: int, timeout_s: float) -> ErrorCode:
         deadline = time.monotonic() + timeout_s
         while part.high_watermark < offset:
+            if part.offline:
+                return ErrorCode.KAFKA_STORAGE_ERROR
             if part.leader != self.broker_id:
                 return ErrorCode.NOT_LEADER_FOR_PARTITION
             if len(part.isr) < part.min_insync_replicas:
@@ -268,7 +362,11 @@ class ReplicaManager:
             log.error("follower.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
             raise
         if end:
-            part.log.append(data[:end] if end < len(data) else data, last_offset)
+            try:
+                part.log.append(data[:end] if end < len(data) else data, last_offset)
+            except KafkaStorageError as e:
+                self.fail_dir("append", e)
+                raise
             part.bytes_in.record(end, self.clock())
         new_hw = min(leader_hw, part.log_end_offset)
         if new_hw > part.high_watermark:
@@ -278,16 +376,24 @@ class ReplicaManager:
     def truncate_follower(self, tp: tuple[str, int], offset: int) -> None:
         """The leader's log ends below ours (OFFSET_OUT_OF_RANGE): cut our log to `offset`."""
         part = self.partitions.get(tp)
-        if part is not None:
-            part.log.truncate_to(offset)
+        if part is not None and not part.offline:
+            try:
+                part.log.truncate_to(offset)
+            except KafkaStorageError as e:
+                self.fail_dir("truncate", e)
+                raise
             # A compressed wrapper straddling `offset` goes whole, so the log may now end below it.
             part.high_watermark = min(part.high_watermark, part.log_end_offset)
 
     def restart_follower_at(self, tp: tuple[str, int], offset: int) -> None:
         """The leader's log starts above our end: drop our log and start empty at `offset`."""
         part = self.partitions.get(tp)
-        if part is not None:
-            part.log.truncate_fully_and_start_at(offset)
+        if part is not None and not part.offline:
+            try:
+                part.log.truncate_fully_and_start_at(offset)
+            except KafkaStorageError as e:
+                self.fail_dir("truncate", e)
+                raise
             part.high_watermark = offset
 
     # ---- fetch -----------------------------------------------------------------------
@@ -303,6 +409,15 @@ class ReplicaManager:
 
     def read(self, part: Partition, offset: int, max_bytes: int, *, consumer: bool,
              min_one_message: bool, allow_partial: bool) -> FileSlice:
+        """A slice of the log; KafkaStorageError (and the directory offline) on an I/O error."""
+        try:
+            return self._read(part, offset, max_bytes, consumer, min_one_message, allow_partial)
+        except KafkaStorageError as e:
+            self.fail_dir("read", e)
+            raise
+
+    def _read(self, part: Partition, offset: int, max_bytes: int, consumer: bool,
+              min_one_message: bool, allow_partial: bool) -> FileSlice:
         if consumer:
             if offset > part.high_watermark and offset <= part.log_end_offset:
                 return part.log.read(part.log_end_offset, 0)

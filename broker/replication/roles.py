@@ -3,7 +3,8 @@
 A partition state with an older leader epoch than the one held is refused; otherwise the
 ReplicaManager makes this broker leader or follower (with the topic's `segment.bytes` and
 `min.insync.replicas`), and the partition is taken from or handed to a replica fetcher
-for its leader.
+for its leader. A partition whose log cannot be opened or truncated (its log directory failed)
+is answered KAFKA_STORAGE_ERROR, as Kafka's LeaderAndIsr does.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import structlog
 
 from broker.config import BrokerConfig
+from broker.log import KafkaStorageError
 from broker.metadata import MetadataCache
 from broker.replication.fetcher_manager import FetcherManager
 from broker.replication.replica_manager import ReplicaManager
@@ -46,6 +48,18 @@ class PartitionRoles:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         cfg = await self.topic_configs.get(topic)
         segment = topic_int(topic, cfg, "segment.bytes", self.config.log_segment_bytes)
+        try:
+            return self._apply(topic, index, replicas, ps, leaders, segment, cfg)
+        except KafkaStorageError as e:
+            self.fetchers.remove((topic, index))
+            log.info("partition.storage_error", topic=topic, partition=index, error=str(e))
+            if ps["leader"] == self.broker_id:
+                # Kafka's controller learns offline replicas from this answer; ours from the notification.
+                self.replicas.dir_failures.remind(self.replicas.log_dir)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+
+    def _apply(self, topic: str, index: int, replicas: list[int], ps: dict[str, Any],
+               leaders: dict[int, tuple[str, int]], segment: int, cfg: dict[str, str]) -> ErrorCode:
         leader = ps["leader"]
         zk_version = ps.get("partition_epoch", ps.get("zk_version", 0))
         if leader == self.broker_id:

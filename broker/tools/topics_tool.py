@@ -3,6 +3,9 @@
 A topic refused by the broker's mutation quota (THROTTLING_QUOTA_EXCEEDED, KIP-599) is
 reported with its throttle time and the command exits 1, as kafka-topics does.
 `--retry-on-quota-violation` waits out the throttle and asks again until `--timeout`.
+Every error the broker answers (KAFKA_STORAGE_ERROR for a topic whose only replica sits in an
+offline log directory, REQUEST_TIMED_OUT, ...) is printed with its message and exits 1; so does a
+connection lost or a broker that does not answer, never with a traceback.
 """
 
 from __future__ import annotations
@@ -34,11 +37,15 @@ def _report(name: str, code: int, message: str | None, throttle_ms: int) -> bool
     return False
 
 
+# The broker may use all of `timeout_ms` before it answers; the client waits a little longer.
+ANSWER_MARGIN_S = 10.0
+
+
 async def _mutate(conn: KafkaConnection, args: argparse.Namespace, key: int, version: int, body: dict[str, Any],
                   result: Callable[[dict[str, Any]], dict[str, Any]]) -> bool:
     deadline = time.monotonic() + args.timeout
     while True:
-        resp = await conn.request(key, version, body, args.timeout)
+        resp = await conn.request(key, version, body, args.timeout + ANSWER_MARGIN_S)
         r = result(resp)
         throttle_ms = resp.get("throttle_time_ms", 0)
         if (r["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED and args.retry_on_quota_violation
@@ -50,6 +57,13 @@ async def _mutate(conn: KafkaConnection, args: argparse.Namespace, key: int, ver
 
 
 async def run(args: argparse.Namespace) -> int:
+    try:
+        return await _run(args)
+    except (ConnectionError, TimeoutError, OSError, asyncio.IncompleteReadError) as e:
+        return _fail(f"no answer from {args.bootstrap_server}: {type(e).__name__}: {e}")
+
+
+async def _run(args: argparse.Namespace) -> int:
     conn = None
     errors = []
     # Like Kafka's tools: any reachable server of the bootstrap list will do.
