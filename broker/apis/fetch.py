@@ -10,9 +10,16 @@ The response waits up to max_wait_ms for min_bytes, woken by appends. Record byt
 as slices of the segment files.
 
 Follower fetches (replica_id >= 0) first record the follower's fetch offset (ISR
-bookkeeping). A partition listed in `leader.replication.throttled.replicas` whose
-follower is out of the ISR is answered with empty records and the normal high watermark
-while the leader quota is exceeded (KAFKA-4313 keeps in-sync replicas unthrottled); it
+bookkeeping), and only after checking it, in Kafka 2.8's order (ReplicaManager.readFromLocalLog
+then updateFollowerFetchState): a fetch offset below the leader's log start or beyond its
+log end is OFFSET_OUT_OF_RANGE and records nothing (a follower's fetch offset is its log end,
+which counts toward the high watermark). A replica id that is not an assigned follower of
+the partition (another broker, the leader itself) records nothing and gets empty records
+with no error and the current high watermark: Kafka 2.8 has no error code for it, and its
+path (updateFollowerFetchState returning false, then withEmptyFetchInfo) yields exactly that.
+
+A partition listed in `leader.replication.throttled.replicas` whose follower is out of
+the ISR is answered with empty records and the normal high watermark while the leader quota is exceeded (KAFKA-4313 keeps in-sync replicas unthrottled); it
 costs nothing of the response budget and counts nothing toward min_bytes. While the quota
 is not exceeded, such partitions together get at most the quota's remaining allowance
 (a departure from 0.10.1, which let one response overshoot by its whole size), and wait
@@ -81,6 +88,17 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
                 continue
             throttled = limited = False
             if not consumer:
+                # Validated before anything is recorded: a fetch offset is taken as the
+                # follower's log end, and one the leader does not have (or a replica id
+                # posing as a follower) would move the high watermark.
+                check = rm.check_follower_fetch(part, replica_id, fp["fetch_offset"])
+                if check == "out_of_range":
+                    out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    continue
+                if check == "not_assigned":
+                    # Kafka 2.8's answer: no error, empty records, the high watermark.
+                    out["high_watermark"] = part.high_watermark
+                    continue
                 # Only when the request arrives, as Kafka does (fetchMessages, not the delayed
                 # fetch's re-reads): a long poll re-read after the controller dropped this
                 # follower (controlled shutdown) would put a replica that is going away back
