@@ -8,6 +8,12 @@ Quotas hold a connection in two ways: a response held back for its throttle time
 (KIP-13 produce), and a pause before the next request is read (acks=0 produce, KIP-599).
 Either way the transport stops reading meanwhile, so a held client costs one small
 response and a socket buffer, not a queue of its next requests.
+
+A client that goes away (EOF or a reset) while one of its requests waits (a long-poll Fetch,
+an acks=all Produce, a quota delay) is let go at once: the connection's task is cancelled,
+which drops the request and whatever it holds, and the socket is closed (no CLOSE-WAIT).
+Only waits the dispatcher marks abandonable are cut short (see `Connection.abandonable`);
+Kafka itself notices a closed channel only once the muted request completes.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
@@ -23,6 +29,7 @@ if TYPE_CHECKING:
     from broker.dispatch import Dispatcher
 
 _SIZE = struct.Struct(">i")
+T = TypeVar("T")
 log = structlog.get_logger()
 
 
@@ -36,6 +43,11 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.mute_until = 0.0
         self.held: list[bytes] | None = None
+        # Set by _watch_peer: the task serving this connection, whether the peer has gone
+        # (EOF or error from the transport), and whether what runs now may be cut short then.
+        self.task: asyncio.Task[None] | None = None
+        self.peer_gone = False
+        self.abandonable = False
 
     def mute_for(self, seconds: float) -> None:
         """Read nothing more from this connection for `seconds`."""
@@ -71,6 +83,53 @@ class Connection:
     def write(self, pieces: list[bytes]) -> None:
         self.writer.writelines(pieces)
 
+    async def run_abandonable(self, aw: Awaitable[T]) -> T:
+        """Await `aw`; if the peer goes meanwhile (or has gone), this connection's task is cancelled.
+
+        For requests whose waits hold nothing anyone else needs (the dispatcher decides which):
+        the owner is gone, so the response would be written to nobody. A peer already gone
+        still has its request run up to its first wait (a Produce appends before that, so
+        an acks=0 producer that sends and closes loses nothing).
+        """
+        self.abandonable = True
+        if self.peer_gone and self.task is not None:
+            self.task.cancel()
+        try:
+            return await aw
+        finally:
+            self.abandonable = False
+
+
+def _watch_peer(conn: Connection, task: asyncio.Task[None]) -> None:
+    """Learn of the peer's EOF or reset as soon as the transport does, even while a request waits.
+
+    The connection reads its next frame only after answering the current one, but the
+    transport keeps reading into the StreamReader meanwhile, and the protocol reports EOF
+    and connection loss to the reader through `feed_eof` and `set_exception`. Those two are
+    wrapped here on this one reader (asyncio.start_server builds it, so it cannot be a
+    subclass): each still does what it did, then cancels the connection's task if what it
+    is running is abandonable.
+    """
+    reader = conn.reader
+    feed_eof, set_exception = reader.feed_eof, reader.set_exception
+    conn.task = task
+
+    def gone() -> None:
+        conn.peer_gone = True
+        if conn.abandonable and not task.done():
+            task.cancel()
+
+    def on_eof() -> None:
+        feed_eof()
+        gone()
+
+    def on_exception(exc: BaseException) -> None:
+        set_exception(exc)
+        gone()
+
+    reader.feed_eof = on_eof  # type: ignore[method-assign]
+    reader.set_exception = on_exception  # type: ignore[method-assign]
+
 
 class Listener:
     def __init__(self, dispatcher: Dispatcher, host: str, port: int, max_frame_bytes: int) -> None:
@@ -103,13 +162,15 @@ class Listener:
         assert task is not None
         self._tasks.add(task)
         conn = Connection(reader, writer)
+        _watch_peer(conn, task)
         self.connections.add(conn)
         try:
             await self._serve(conn)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the peer went away, possibly mid-request; nothing to answer
         except asyncio.CancelledError:
-            raise
+            if not _abandoned(conn):
+                raise
         except Exception:
             log.exception("connection.failed", peer=conn.peer)
         finally:
@@ -134,6 +195,14 @@ class Listener:
                 return
             if conn.writer.transport.get_write_buffer_size() > (4 << 20):
                 await conn.writer.drain()
+
+
+def _abandoned(conn: Connection) -> bool:
+    """The task was cancelled because its peer went (not by the listener's stop): end it quietly."""
+    if not conn.peer_gone or conn.task is None:
+        return False
+    log.debug("connection.abandoned_request", peer=conn.peer)
+    return conn.task.uncancel() == 0
 
 
 Handler = Callable[..., Awaitable[object]]

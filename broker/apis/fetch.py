@@ -167,6 +167,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
             if consumer:
                 services.fetch_quotas.record_only(ctx.client_id, 4 + sum(len(p) for p in pieces), services.now_ms())
             return pieces
+        # Not enough yet: what was read is read again on waking, so the wait holds none of it
+        # (a long poll on a busy partition would otherwise pin up to max_bytes for max_wait_ms).
+        del responses
         # Partitions held back by the leader throttle get their budget back continuously, so
         # look again soon rather than only when something is appended.
         await rm.appended.wait(min(remaining, THROTTLE_RECHECK_S) if held_back else remaining)
