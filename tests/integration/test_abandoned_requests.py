@@ -3,7 +3,8 @@
 Long-poll Fetches (max_wait_ms 2^31-1, min_bytes out of reach) on a topic holding a megabyte,
 each asking for all of it, are abandoned by their clients; within a few seconds the broker
 holds none of their sockets in CLOSE-WAIT, its memory is back near where it was, and it
-serves a new client. The same for acks=all produces waiting on a follower that is gone.
+serves a new client. The same for acks=all produces waiting on a follower that is gone, and
+for produce responses held for their client's quota (KIP-13), whose sockets are not being read.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from protocol.headers import encode_request_header
 from protocol.records.message_set import build_message_set
 from protocol.schema import request_codec
 from tests.support.brokers import BrokerProcess
+from tests.support.metrics import metric
+from tests.support.tools import configs
 from tests.support.topics import create_topic
 from tests.support.waiting import wait_for
 from tests.support.wire import connect, fetch, produce
@@ -47,8 +50,8 @@ def rss_mb(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-def raw_request(api_key: ApiKey, version: int, body: dict) -> bytes:
-    header = encode_request_header(api_key, version, 1, "abandoner")
+def raw_request(api_key: ApiKey, version: int, body: dict, client_id: str = "abandoner") -> bytes:
+    header = encode_request_header(api_key, version, 1, client_id)
     return b"".join(frame(header, request_codec(api_key, version).encode(body)))
 
 
@@ -116,3 +119,36 @@ async def test_abandoned_acks_all_produces_release_their_sockets(
     async with await connect(leader) as conn:
         got = await asyncio.wait_for(fetch(conn, [("acks", 0, 0, 1024)]), 2)
         assert got[("acks", 0)]["error_code"] == ErrorCode.NONE
+
+
+async def test_abandoned_quota_held_produce_responses_release_their_sockets(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    broker = broker_factory(0, metrics=True)
+    assert broker.proc is not None
+    pid = broker.proc.pid
+    await create_topic(broker, "held")
+    r = configs(broker.zk_connect, "--entity-type", "clients", "--entity-name", "held", "--alter",
+                "--add-config", "producer_byte_rate=10000")
+    assert r.returncode == 0, r.stderr
+
+    data = build_message_set([(None, b"z" * 1000, 0)] * 200, magic=1)
+    body = {"acks": 1, "timeout_ms": 10000,
+            "topic_data": [{"name": "held", "partition_data": [{"index": 0, "records": data}]}]}
+    request = raw_request(ApiKey.PRODUCE, 2, body, client_id="held")
+
+    def quota_applied() -> bool:
+        try:
+            return metric(broker, "client_quota_bytes_per_second", client_id="held", type="produce") == 10000
+        except KeyError:
+            return False
+
+    async with await connect(broker, client_id="held") as conn:
+        assert (await produce(conn, "held", 0, [(None, b"first")]))["error_code"] == ErrorCode.NONE
+        await wait_for("the quota applied", quota_applied, timeout=10)
+
+    # 20 x 200 KB at 10 KB/s: every response is held for many seconds, with reading paused.
+    await abandon(broker.port, [request] * 20)
+    await wait_for("no CLOSE-WAIT sockets", lambda: close_wait_sockets(pid, broker.port) == 0, timeout=3)
+    async with await connect(broker) as conn:
+        got = await asyncio.wait_for(fetch(conn, [("held", 0, 0, 1024)]), 2)
+        assert got[("held", 0)]["error_code"] == ErrorCode.NONE and got[("held", 0)]["records"]
