@@ -10,22 +10,24 @@ The response waits up to max_wait_ms for min_bytes, woken by appends. Record byt
 as slices of the segment files.
 
 Follower fetches (replica_id >= 0) first record the follower's fetch offset (ISR
-bookkeeping), and only after checking it, in Kafka 2.8's order (ReplicaManager.readFromLocalLog
-then updateFollowerFetchState): a fetch offset below the leader's log start or beyond its
-log end is OFFSET_OUT_OF_RANGE and records nothing (a follower's fetch offset is its log end,
-which counts toward the high watermark). A replica id that is not an assigned follower of
-the partition (another broker, the leader itself) records nothing and gets empty records
-with no error and the current high watermark: Kafka 2.8 has no error code for it, and its
-path (updateFollowerFetchState returning false, then withEmptyFetchInfo) yields exactly that.
+bookkeeping), and only after checking it, in Kafka 2.8's order
+(ReplicaManager.readFromLocalLog, then updateFollowerFetchState): a fetch offset below
+the leader's log start or beyond its log end is OFFSET_OUT_OF_RANGE and records nothing
+(a follower's fetch offset is its log end, which counts toward the high watermark). A
+replica id that is not an assigned follower of the partition (another broker, the leader
+itself) records nothing and gets empty records with no error and the current high
+watermark: Kafka 2.8 has no error code for it, and its path (updateFollowerFetchState
+returning false, then withEmptyFetchInfo) yields exactly that.
 
 A partition listed in `leader.replication.throttled.replicas` whose follower is out of
-the ISR is answered with empty records and the normal high watermark while the leader quota is exceeded (KAFKA-4313 keeps in-sync replicas unthrottled); it
-costs nothing of the response budget and counts nothing toward min_bytes. While the quota
-is not exceeded, such partitions together get at most the quota's remaining allowance
-(a departure from 0.10.1, which let one response overshoot by its whole size), and wait
-while that is less than a minimum grant, so that leader and follower do not trade crumbs. The bytes of
-every throttled partition in the response, in-sync ones included, are recorded when the
-response is sent.
+the ISR is answered with empty records and the normal high watermark while the leader
+quota is exceeded (KAFKA-4313 keeps in-sync replicas unthrottled); it costs nothing of
+the response budget and counts nothing toward min_bytes. While the quota is not
+exceeded, such partitions together get at most the quota's remaining allowance (a
+departure from 0.10.1, which let one response overshoot by its whole size), and wait
+while that is less than a minimum grant, so that leader and follower do not trade
+crumbs. The bytes of every throttled partition in the response, in-sync ones included,
+are recorded when the response is sent.
 
 KIP-13 (consumers only; follower fetches are exempt): a client id over its fetch quota is
 delayed before anything is read, by round((O - T) / T * W), and the response carries
