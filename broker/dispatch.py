@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from protocol import registry
+from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.framing import frame
 from protocol.headers import decode_request_header, encode_response_header
@@ -26,6 +27,12 @@ if TYPE_CHECKING:
     from broker.network import Connection
 
 log = structlog.get_logger()
+
+# APIs whose wait may be cut short when the client goes (broker.network.Connection.run_abandonable):
+# a Fetch only reads; a Produce appends before it waits (acks=all, the KIP-13 delay), so a
+# cancelled wait drops only a response nobody would read. Admin and controller requests
+# always run to the end.
+ABANDONABLE = frozenset({ApiKey.FETCH, ApiKey.PRODUCE})
 
 
 @dataclass
@@ -83,7 +90,8 @@ class Dispatcher:
         except ProtocolError as e:
             log.warning("request.malformed", peer=conn.peer, api=self.names[key], api_version=version, error=str(e))
             return False
-        response = await mod.handle(ctx, request)
+        handling = mod.handle(ctx, request)
+        response = await (conn.run_abandonable(handling) if key in ABANDONABLE else handling)
         name = self.names[key]
         self.requests_total.inc(api=name)
         if response is None:  # acks=0 produce: Kafka sends nothing back

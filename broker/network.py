@@ -8,14 +8,23 @@ Quotas hold a connection in two ways: a response held back for its throttle time
 (KIP-13 produce), and a pause before the next request is read (acks=0 produce, KIP-599).
 Either way the transport stops reading meanwhile, so a held client costs one small
 response and a socket buffer, not a queue of its next requests.
+
+A client that goes away (EOF or a reset) while one of its requests waits (a long-poll Fetch,
+an acks=all Produce, a quota delay) is let go at once: the connection's task is cancelled,
+which drops the request and whatever it holds, and the socket is closed (no CLOSE-WAIT).
+Only waits the dispatcher marks abandonable are cut short (see `Connection.abandonable`),
+and a held response's throttle time, which a hang-up watch on the paused socket ends;
+Kafka itself notices a closed channel only once the muted request completes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import select
 import struct
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
@@ -23,6 +32,7 @@ if TYPE_CHECKING:
     from broker.dispatch import Dispatcher
 
 _SIZE = struct.Struct(">i")
+T = TypeVar("T")
 log = structlog.get_logger()
 
 
@@ -36,6 +46,12 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.mute_until = 0.0
         self.held: list[bytes] | None = None
+        # Set by _watch_peer: the task serving this connection, whether the peer has gone
+        # (EOF or error from the transport), and whether what runs now may be cut short then.
+        self.task: asyncio.Task[None] | None = None
+        self.peer_gone = False
+        self.abandonable = False
+        self.hangups: HangupWatch | None = None
 
     def mute_for(self, seconds: float) -> None:
         """Read nothing more from this connection for `seconds`."""
@@ -60,7 +76,10 @@ class Connection:
                 transport.pause_reading()
                 paused = True
             try:
-                await asyncio.sleep(delay)
+                if self.held is not None:
+                    await self._hold(delay)
+                else:
+                    await asyncio.sleep(delay)
             finally:
                 if paused and not transport.is_closing():
                     transport.resume_reading()
@@ -80,6 +99,114 @@ class Connection:
             return
         self.writer.writelines(pieces)
 
+    def peer_went(self) -> None:
+        """The peer closed or reset the connection: cut short what runs now, if it is abandonable."""
+        self.peer_gone = True
+        if self.abandonable and self.task is not None and not self.task.done():
+            self.task.cancel()
+
+    async def _hold(self, delay: float) -> None:
+        """Wait out a held response's throttle time; a peer hanging up meanwhile ends it.
+
+        Reading is paused, so the reader learns nothing of the peer until the hold ends;
+        the hang-up watch sees it on the socket itself. Only a held response (its client
+        waits for it) is dropped so: a plain mute (acks=0, KIP-599) keeps the frames the
+        client sent before closing, to be read and applied once the mute ends.
+        """
+        sock = self.writer.get_extra_info("socket")
+        fd = sock.fileno() if sock is not None else -1
+        if self.hangups is None or fd < 0:
+            await asyncio.sleep(delay)
+            return
+        self.hangups.add(fd, self)
+        try:
+            await self.run_abandonable(asyncio.sleep(delay))
+        finally:
+            self.hangups.discard(fd)
+
+    async def run_abandonable(self, aw: Awaitable[T]) -> T:
+        """Await `aw`; if the peer goes meanwhile (or has gone), this connection's task is cancelled.
+
+        For requests whose waits hold nothing anyone else needs (the dispatcher decides which):
+        the owner is gone, so the response would be written to nobody. A peer already gone
+        still has its request run up to its first wait (a Produce appends before that, so
+        an acks=0 producer that sends and closes loses nothing).
+        """
+        self.abandonable = True
+        if self.peer_gone and self.task is not None:
+            self.task.cancel()
+        try:
+            return await aw
+        finally:
+            self.abandonable = False
+
+
+class HangupWatch:
+    """Peers hanging up (EPOLLRDHUP, HUP, ERR) on sockets whose transport has stopped reading.
+
+    One epoll set per listener, itself watched by the event loop: a paused transport does
+    not poll its socket, so this is how a held connection learns its client is gone.
+    """
+
+    def __init__(self) -> None:
+        self._epoll: select.epoll | None = None
+        self._conns: dict[int, Connection] = {}
+
+    def add(self, fd: int, conn: Connection) -> None:
+        if self._epoll is None:
+            self._epoll = select.epoll()
+            asyncio.get_running_loop().add_reader(self._epoll.fileno(), self._ready)
+        self._epoll.register(fd, select.EPOLLRDHUP)
+        self._conns[fd] = conn
+
+    def discard(self, fd: int) -> None:
+        """Before the socket closes: its number may be reused by the next connection."""
+        if self._conns.pop(fd, None) is not None and self._epoll is not None:
+            with contextlib.suppress(OSError):
+                self._epoll.unregister(fd)
+
+    def _ready(self) -> None:
+        if self._epoll is None:
+            return
+        for fd, _ in self._epoll.poll(0):
+            conn = self._conns.get(fd)
+            self.discard(fd)
+            if conn is not None:
+                conn.peer_went()
+
+    def close(self) -> None:
+        if self._epoll is not None:
+            asyncio.get_running_loop().remove_reader(self._epoll.fileno())
+            self._epoll.close()
+            self._epoll = None
+        self._conns.clear()
+
+
+def _watch_peer(conn: Connection, task: asyncio.Task[None], hangups: HangupWatch) -> None:
+    """Learn of the peer's EOF or reset as soon as the transport does, even while a request waits.
+
+    The connection reads its next frame only after answering the current one, but the
+    transport keeps reading into the StreamReader meanwhile, and the protocol reports EOF
+    and connection loss to the reader through `feed_eof` and `set_exception`. Those two are
+    wrapped here on this one reader (asyncio.start_server builds it, so it cannot be a
+    subclass): each still does what it did, then tells the connection (Connection.peer_went).
+    """
+    reader = conn.reader
+    feed_eof, set_exception = reader.feed_eof, reader.set_exception
+    conn.task = task
+    conn.hangups = hangups
+
+    def on_eof() -> None:
+        feed_eof()
+        conn.peer_went()
+
+    def on_exception(exc: BaseException) -> None:
+        set_exception(exc)
+        conn.peer_went()
+
+    reader.feed_eof = on_eof  # type: ignore[method-assign]
+    reader.set_exception = on_exception  # type: ignore[method-assign]
+
 
 class Listener:
     def __init__(self, dispatcher: Dispatcher, host: str, port: int, max_frame_bytes: int) -> None:
@@ -90,6 +217,7 @@ class Listener:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.connections: set[Connection] = set()
+        self._hangups = HangupWatch()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._on_connect, self.host, self.port,
@@ -106,19 +234,22 @@ class Listener:
             t.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._hangups.close()
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
         conn = Connection(reader, writer)
+        _watch_peer(conn, task, self._hangups)
         self.connections.add(conn)
         try:
             await self._serve(conn)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the peer went away, possibly mid-request; nothing to answer
         except asyncio.CancelledError:
-            raise
+            if not _abandoned(conn):
+                raise
         except Exception:
             log.exception("connection.failed", peer=conn.peer)
         finally:
@@ -144,6 +275,14 @@ class Listener:
             transport = conn.writer.transport
             if not transport.is_closing() and transport.get_write_buffer_size() > (4 << 20):
                 await conn.writer.drain()
+
+
+def _abandoned(conn: Connection) -> bool:
+    """The task was cancelled because its peer went (not by the listener's stop): end it quietly."""
+    if not conn.peer_gone or conn.task is None:
+        return False
+    log.debug("connection.abandoned_request", peer=conn.peer)
+    return conn.task.uncancel() == 0
 
 
 Handler = Callable[..., Awaitable[object]]

@@ -11,15 +11,24 @@ as slices of the segment files. A partition whose log directory failed (before o
 the read) gets KAFKA_STORAGE_ERROR.
 
 Follower fetches (replica_id >= 0) first record the follower's fetch offset (ISR
-bookkeeping). A partition listed in `leader.replication.throttled.replicas` whose
-follower is out of the ISR is answered with empty records and the normal high watermark
-while the leader quota is exceeded (KAFKA-4313 keeps in-sync replicas unthrottled); it
-costs nothing of the response budget and counts nothing toward min_bytes. While the quota
-is not exceeded, such partitions together get at most the quota's remaining allowance
-(a departure from 0.10.1, which let one response overshoot by its whole size), and wait
-while that is less than a minimum grant, so that leader and follower do not trade crumbs. The bytes of
-every throttled partition in the response, in-sync ones included, are recorded when the
-response is sent.
+bookkeeping), and only after checking it, in Kafka 2.8's order
+(ReplicaManager.readFromLocalLog, then updateFollowerFetchState): a fetch offset below
+the leader's log start or beyond its log end is OFFSET_OUT_OF_RANGE and records nothing
+(a follower's fetch offset is its log end, which counts toward the high watermark). A
+replica id that is not an assigned follower of the partition (another broker, the leader
+itself) records nothing and gets empty records with no error and the current high
+watermark: Kafka 2.8 has no error code for it, and its path (updateFollowerFetchState
+returning false, then withEmptyFetchInfo) yields exactly that.
+
+A partition listed in `leader.replication.throttled.replicas` whose follower is out of
+the ISR is answered with empty records and the normal high watermark while the leader
+quota is exceeded (KAFKA-4313 keeps in-sync replicas unthrottled); it costs nothing of
+the response budget and counts nothing toward min_bytes. While the quota is not
+exceeded, such partitions together get at most the quota's remaining allowance (a
+departure from 0.10.1, which let one response overshoot by its whole size), and wait
+while that is less than a minimum grant, so that leader and follower do not trade
+crumbs. The bytes of every throttled partition in the response, in-sync ones included,
+are recorded when the response is sent.
 
 KIP-13 (consumers only; follower fetches are exempt): a client id over its fetch quota is
 delayed before anything is read, by round((O - T) / T * W), and the response carries
@@ -85,6 +94,17 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
                 continue
             throttled = limited = False
             if not consumer:
+                # Validated before anything is recorded: a fetch offset is taken as the
+                # follower's log end, and one the leader does not have (or a replica id
+                # posing as a follower) would move the high watermark.
+                check = rm.check_follower_fetch(part, replica_id, fp["fetch_offset"])
+                if check == "out_of_range":
+                    out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    continue
+                if check == "not_assigned":
+                    # Kafka 2.8's answer: no error, empty records, the high watermark.
+                    out["high_watermark"] = part.high_watermark
+                    continue
                 # Only when the request arrives, as Kafka does (fetchMessages, not the delayed
                 # fetch's re-reads): a long poll re-read after the controller dropped this
                 # follower (controlled shutdown) would put a replica that is going away back
@@ -160,6 +180,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
             if consumer:
                 services.fetch_quotas.record_only(ctx.client_id, 4 + sum(len(p) for p in pieces), services.now_ms())
             return pieces
+        # Not enough yet: what was read is read again on waking, so the wait holds none of it
+        # (a long poll on a busy partition would otherwise pin up to max_bytes for max_wait_ms).
+        del responses
         # Partitions held back by the leader throttle get their budget back continuously, so
         # look again soon rather than only when something is appended.
         await rm.appended.wait(min(remaining, THROTTLE_RECHECK_S) if held_back else remaining)

@@ -40,10 +40,16 @@ class IsrTracker:
             if b not in replicas:
                 del self.followers[b]
 
-    def on_fetch(self, follower: int, fetch_offset: int, leader_leo: int, now_ms: float) -> None:
+    def on_fetch(self, follower: int, fetch_offset: int, leader_leo: int, now_ms: float) -> bool:
+        """Record a fetch from an assigned follower at an offset the leader has; False records nothing.
+
+        A fetch offset is the follower's log end and counts toward the high watermark, so
+        one beyond the leader's own log end (a diverged or spoofed follower) must never be
+        taken as progress: the caller answers it OFFSET_OUT_OF_RANGE.
+        """
         st = self.followers.get(follower)
-        if st is None:
-            return
+        if st is None or fetch_offset < 0 or fetch_offset > leader_leo:
+            return False
         if fetch_offset >= leader_leo:
             st.last_caught_up_ms = max(st.last_caught_up_ms, now_ms)
         elif fetch_offset >= st.last_fetch_leader_leo:
@@ -51,6 +57,7 @@ class IsrTracker:
         st.last_fetch_leader_leo = leader_leo
         st.last_fetch_ms = now_ms
         st.log_end_offset = fetch_offset
+        return True
 
     def high_watermark(self, isr: Sequence[int], leader_leo: int) -> int:
         """The minimum log end over the ISR."""

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import structlog
 
@@ -45,6 +46,10 @@ from quotas.rate import SimpleRate
 
 log = structlog.get_logger()
 CHECKPOINT = "replication-offset-checkpoint"
+
+
+# What check_follower_fetch says of a follower fetch (strings: handlers may not import this layer).
+FollowerFetch = Literal["ok", "out_of_range", "not_assigned"]
 
 
 def _now_ms() -> float:
@@ -398,14 +403,36 @@ class ReplicaManager:
 
     # ---- fetch -----------------------------------------------------------------------
 
-    def record_follower_fetch(self, part: Partition, follower: int, fetch_offset: int) -> None:
+    def is_assigned_follower(self, part: Partition, replica_id: int) -> bool:
+        """`replica_id` is one of the partition's replicas other than this leader (Kafka's getReplica)."""
         tracker = part.tracker
-        if tracker is None or follower not in tracker.followers:
-            return
-        tracker.on_fetch(follower, fetch_offset, part.log_end_offset, self.clock())
+        return (tracker is not None and part.leader == self.broker_id and replica_id != self.broker_id
+                and replica_id in part.replicas and replica_id in tracker.followers)
+
+    def check_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> FollowerFetch:
+        """Whether a follower fetch may move follower state, checked before anything is recorded.
+
+        In Kafka's order (the log read's offset check comes first, then the replica check):
+        an offset outside [log start, log end] is "out_of_range" (OFFSET_OUT_OF_RANGE); a
+        replica id that is not an assigned follower of this leader is "not_assigned".
+        """
+        if not part.log.log_start_offset <= fetch_offset <= part.log_end_offset:
+            return "out_of_range"
+        if not self.is_assigned_follower(part, replica_id):
+            return "not_assigned"
+        return "ok"
+
+    def record_follower_fetch(self, part: Partition, follower: int, fetch_offset: int) -> bool:
+        """Record an assigned follower's fetch offset (ISR, high watermark); False if refused, nothing changed."""
+        if self.check_follower_fetch(part, follower, fetch_offset) != "ok":
+            return False
+        tracker = part.tracker
+        if tracker is None or not tracker.on_fetch(follower, fetch_offset, part.log_end_offset, self.clock()):
+            return False
         if tracker.expand(part.isr, follower, part.high_watermark):
             self._spawn_isr_change(part, part.isr + [follower], expand=True)
         self._advance_hw(part)
+        return True
 
     def read(self, part: Partition, offset: int, max_bytes: int, *, consumer: bool,
              min_one_message: bool, allow_partial: bool) -> FileSlice:
@@ -516,4 +543,4 @@ class ReplicaManager:
         return total
 
 
-__all__ = ["OffsetOutOfRange", "Partition", "ReplicaManager", "Signal"]
+__all__ = ["FollowerFetch", "OffsetOutOfRange", "Partition", "ReplicaManager", "Signal"]

@@ -63,3 +63,13 @@ def test_new_follower_gets_one_lag_time() -> None:
     t = IsrTracker(1, [1, 2], now_ms=5000, lag_time_max_ms=LAG)
     assert t.shrink([1, 2], leader_leo=10, now_ms=15_000) == []
     assert t.shrink([1, 2], leader_leo=10, now_ms=15_001) == [2]
+
+
+def test_a_fetch_offset_beyond_the_leaders_log_end_is_not_progress() -> None:
+    t = IsrTracker(1, [1, 2], now_ms=0, lag_time_max_ms=LAG)
+    assert t.on_fetch(2, 40, 50, 100) is True
+    assert t.on_fetch(2, 10**12, 50, 200) is False
+    assert t.on_fetch(2, -1, 50, 200) is False
+    assert t.on_fetch(7, 50, 50, 200) is False  # not a follower
+    assert t.followers[2].log_end_offset == 40 and t.followers[2].last_fetch_ms == 100
+    assert t.high_watermark([1, 2], 50) == 40

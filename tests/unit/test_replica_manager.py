@@ -153,3 +153,47 @@ def test_illegal_names_never_reach_the_filesystem(rm: ReplicaManager, tmp_path: 
         assert list(tmp_path.iterdir()) == []
     finally:
         victim.rmdir()
+
+
+def test_follower_fetch_beyond_the_log_end_records_nothing(rm: ReplicaManager, clock: Clock) -> None:
+    # Issue 15.3: a client posing as follower 2 with fetch_offset 10**12 moved the high watermark.
+    part = rm.become_leader("t", 0, [1, 2], 0, [1, 2], 0, 1, 2, None)
+    rm.append(part, records(10), acks=-1)
+    rm.record_follower_fetch(part, 2, 4)
+    assert rm.check_follower_fetch(part, 2, 10**12) == "out_of_range"
+    clock.now = 5_000
+    assert rm.record_follower_fetch(part, 2, 10**12) is False
+    assert rm.record_follower_fetch(part, 2, 11) is False  # one past the log end
+    assert part.high_watermark == 4
+    assert part.tracker is not None
+    st = part.tracker.followers[2]
+    assert (st.log_end_offset, st.last_fetch_ms) == (4, 0.0)  # nothing recorded, not even the time
+    assert rm.record_follower_fetch(part, 2, 10) is True  # the log end itself is a real position
+    assert part.high_watermark == 10
+
+
+def test_follower_fetch_below_the_log_start_records_nothing(rm: ReplicaManager) -> None:
+    part = rm.become_leader("t", 0, [1, 2], 0, [1, 2], 0, 1, 1, None)
+    part.log.truncate_fully_and_start_at(100)
+    rm.append(part, records(5, base=100), acks=1)
+    assert rm.check_follower_fetch(part, 2, 99) == "out_of_range"
+    assert rm.record_follower_fetch(part, 2, 99) is False
+    assert part.tracker is not None and part.tracker.followers[2].log_end_offset == 0
+    assert rm.check_follower_fetch(part, 2, 100) == "ok"
+
+
+def test_fetch_from_a_replica_id_that_is_not_an_assigned_follower_records_nothing(rm: ReplicaManager) -> None:
+    part = rm.become_leader("t", 0, [1, 2], 0, [1], 0, 1, 1, None)
+    rm.append(part, records(10), acks=1)
+    for replica_id in (7, 1):  # a broker that holds no replica; the leader itself
+        assert rm.check_follower_fetch(part, replica_id, 10) == "not_assigned"
+        assert rm.record_follower_fetch(part, replica_id, 10) is False
+    assert part.isr == [1] and rm._tasks == []  # no ISR expansion started
+    assert part.tracker is not None and set(part.tracker.followers) == {2}
+    assert rm.check_follower_fetch(part, 2, 10) == "ok"
+
+
+def test_a_follower_fetch_on_a_partition_this_broker_does_not_lead_records_nothing(rm: ReplicaManager) -> None:
+    part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
+    assert rm.check_follower_fetch(part, 2, 0) == "not_assigned"
+    assert rm.record_follower_fetch(part, 2, 0) is False

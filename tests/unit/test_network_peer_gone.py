@@ -1,0 +1,112 @@
+"""broker.network: a client that goes away while its request waits is let go at once.
+
+A real listener on a real socket, with a scripted dispatcher in place of the broker's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from broker.network import Connection, Listener
+
+
+class Script:
+    """Stands in for broker.dispatch.Dispatcher: each frame's first byte says what to do."""
+
+    def __init__(self) -> None:
+        self.seen: list[bytes] = []
+        self.waiting = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def handle(self, conn: Connection, frame: bytes) -> bool:
+        self.seen.append(frame)
+        kind = frame[:1]
+        if kind == b"W":  # a long poll: waits for ever, abandonable
+            await conn.run_abandonable(self._wait())
+        elif kind == b"H":  # a response held for its quota
+            conn.hold([b"\x00\x00\x00\x01R"], 30)
+        elif kind == b"M":  # a plain mute (acks=0 throttled): nothing held
+            conn.mute_for(0.3)
+        return True
+
+    async def _wait(self) -> None:
+        self.waiting.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[Listener, Script]]:
+    script = Script()
+    listener = Listener(script, "127.0.0.1", 0, 1 << 20)  # type: ignore[arg-type]
+    await listener.start()
+    try:
+        yield listener, script
+    finally:
+        await listener.stop()
+
+
+def frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+async def closed_by_server(listener: Listener) -> None:
+    while listener.connections:
+        await asyncio.sleep(0.01)
+
+
+async def send_and_close(listener: Listener, *frames: bytes, wait: Any = None) -> None:  # noqa: ANN401
+    reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+    writer.write(b"".join(frame(f) for f in frames))
+    await writer.drain()
+    if wait is not None:
+        await asyncio.wait_for(wait(), 2)
+    writer.close()
+    await writer.wait_closed()
+
+
+async def test_a_waiting_request_is_cancelled_when_its_client_closes(served: tuple[Listener, Script]) -> None:
+    listener, script = served
+    await send_and_close(listener, b"W", wait=script.waiting.wait)
+    await asyncio.wait_for(script.cancelled.wait(), 2)
+    await asyncio.wait_for(closed_by_server(listener), 2)
+
+
+async def test_a_request_from_a_client_already_gone_runs_to_its_first_wait(served: tuple[Listener, Script]) -> None:
+    listener, script = served
+    await send_and_close(listener, b"W")
+    await asyncio.wait_for(script.cancelled.wait(), 2)
+    assert script.seen == [b"W"]  # it ran (a Produce would have appended), then was let go
+    await asyncio.wait_for(closed_by_server(listener), 2)
+
+
+async def test_a_held_response_is_dropped_when_its_client_hangs_up(served: tuple[Listener, Script]) -> None:
+    listener, script = served
+    await send_and_close(listener, b"H", b"next")
+    await asyncio.wait_for(closed_by_server(listener), 2)  # not after the 30 s hold
+    assert script.seen == [b"H"]
+
+
+async def test_a_plain_mute_still_reads_what_the_client_sent_before_closing(served: tuple[Listener, Script]) -> None:
+    listener, script = served
+    await send_and_close(listener, b"M", b"after")
+    await asyncio.wait_for(closed_by_server(listener), 2)
+    assert script.seen == [b"M", b"after"]
+
+
+async def test_stopping_the_listener_still_cancels_a_live_client(served: tuple[Listener, Script]) -> None:
+    listener, script = served
+    _, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+    writer.write(frame(b"W"))
+    await asyncio.wait_for(script.waiting.wait(), 2)
+    await listener.stop()
+    assert script.cancelled.is_set() and not listener.connections
+    writer.close()
