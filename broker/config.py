@@ -99,7 +99,7 @@ class BrokerConfig:
     auto_create_topics_enable: bool = True
     unclean_leader_election_enable: bool = False
     socket_request_max_bytes: int = 104857600
-    message_max_bytes: int = 1000012
+    message_max_bytes: int = 1048588
     replica_lag_time_max_ms: int = 10000
     replica_fetch_max_bytes: int = 1048576
     replica_fetch_response_max_bytes: int = 10485760

@@ -5,6 +5,16 @@ clients send raw snappy. Both are read; xerial is written, as Kafka's own produc
 Magic-0 LZ4 carries a frame-header checksum computed over the wrong bytes (KAFKA-3160); it is
 repaired before decoding, and magic-0 output is written with the same quirk so that old
 readers accept it.
+
+Decompression is bounded, because a few hundred KB of gzip can inflate to gigabytes (a
+"bomb"). `decompress(codec, data, max_size)` inflates in steps of at most `_STEP` bytes and
+stops with MESSAGE_TOO_LARGE as soon as the output would exceed `max_size`, so a bomb costs at
+most `max_size` plus one step. Snappy blocks state their uncompressed length up front, which is
+checked before the block is inflated. The bound the broker passes is `inflated_limit(limit)`:
+`MAX_INFLATION` times the message size limit (`message.max.bytes` / `max.message.bytes`, which
+Kafka applies to the compressed wrapper), and never below `MIN_INFLATED_LIMIT`. Kafka bounds
+only the wrapper; the inner set's bound is this project's, chosen well above what producers
+compress (their batches are at most a few MB uncompressed, at ratios of 2-20).
 """
 
 from __future__ import annotations
@@ -27,6 +37,20 @@ _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
+MAX_INFLATION = 64
+MIN_INFLATED_LIMIT = 64 << 20
+_STEP = 1 << 20  # output per inflate step: the most a bomb can overshoot its bound by
+
+
+def inflated_limit(max_message_bytes: int) -> int:
+    """The most a compressed wrapper's inner records may inflate to, given the message size limit."""
+    return max(MAX_INFLATION * max_message_bytes, MIN_INFLATED_LIMIT)
+
+
+def _too_large(codec: int, max_size: int) -> RecordsError:
+    return RecordsError(ErrorCode.MESSAGE_TOO_LARGE,
+                        f"{NAMES.get(codec, codec)} data inflates beyond {max_size} bytes")
+
 
 def compress(codec: int, data: bytes, magic: int = 1) -> bytes:
     if codec == GZIP:
@@ -44,14 +68,16 @@ def compress(codec: int, data: bytes, magic: int = 1) -> bytes:
     raise RecordsError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"cannot compress with codec {codec}")
 
 
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
+def decompress(codec: int, data: bytes | memoryview, max_size: int | None = None) -> bytes:
+    """The inflated data; MESSAGE_TOO_LARGE once it would exceed max_size (None: unbounded)."""
+    limit = -1 if max_size is None else max_size
     try:
         if codec == GZIP:
-            return gzip.decompress(data)
+            return _gzip_decompress(data, limit)
         if codec == SNAPPY:
-            return _snappy_decompress(bytes(data))
+            return _snappy_decompress(bytes(data), limit)
         if codec == LZ4:
-            return _lz4_decompress(bytes(data))
+            return _lz4_decompress(bytes(data), limit)
     except RecordsError:
         raise
     except (OSError, EOFError, ValueError, RuntimeError, zlib.error, struct.error) as e:
@@ -61,10 +87,45 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
     raise RecordsError.corrupt(f"unknown compression codec {codec}")
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _gzip_decompress(data: bytes | memoryview, limit: int) -> bytes:
+    """Every gzip member of data (a producer may concatenate them), inflated step by step."""
+    out = bytearray()
+    rest: bytes | memoryview = data
+    while True:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        chunk = d.decompress(rest, _STEP)
+        while True:
+            out += chunk
+            if 0 <= limit < len(out):
+                raise _too_large(GZIP, limit)
+            if d.eof or (not d.unconsumed_tail and not chunk):
+                break
+            chunk = d.decompress(d.unconsumed_tail, _STEP)
+        if not d.eof:
+            raise RecordsError.corrupt("cannot decompress gzip: truncated stream")
+        rest = d.unused_data
+        if not rest.strip(b"\x00"):  # trailing zero padding ends the data, as gzip.decompress allows
+            return bytes(out)
+
+
+def _snappy_length(block: bytes | memoryview, limit: int) -> None:
+    """Refuse a raw snappy block whose stated length (its leading varint) exceeds limit."""
+    n = shift = 0
+    for i in range(min(len(block), 5)):
+        b = block[i]
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+    if 0 <= limit < n:
+        raise _too_large(SNAPPY, limit)
+
+
+def _snappy_decompress(data: bytes, limit: int) -> bytes:
     if not data.startswith(_XERIAL_MAGIC):
+        _snappy_length(data, limit)
         return bytes(cramjam.snappy.decompress_raw(data))
-    pos, out = 16, []
+    pos, out, total = 16, [], 0
     while pos < len(data):
         if pos + 4 > len(data):
             raise RecordsError.corrupt("truncated xerial snappy block header")
@@ -72,7 +133,10 @@ def _snappy_decompress(data: bytes) -> bytes:
         pos += 4
         if n < 0 or pos + n > len(data):
             raise RecordsError.corrupt("truncated xerial snappy block")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos:pos + n])))
+        block = data[pos:pos + n]
+        _snappy_length(block, -1 if limit < 0 else limit - total)
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
+        total += len(out[-1])
         pos += n
     return b"".join(out)
 
@@ -127,12 +191,23 @@ def _break_header_checksum(frame: bytes) -> bytes:
     return frame[:end] + bytes([hc]) + frame[end + 1:]
 
 
-def _lz4_decompress(data: bytes) -> bytes:
+def _lz4_decompress(data: bytes, limit: int) -> bytes:
     if not data.startswith(_LZ4_MAGIC) or len(data) < 7:
         raise RecordsError.corrupt("not an LZ4 frame")
     end = _descriptor_end(data)
     good = (xxh32(data[4:end]) >> 8) & 0xFF
     if data[end] != good:
         data = data[:end] + bytes([good]) + data[end + 1:]
-    out: bytes = lz4.frame.decompress(data)  # lz4 ships no type hints
-    return out
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = bytearray()
+    chunk = d.decompress(data, max_length=_STEP)
+    while True:
+        out += chunk
+        if 0 <= limit < len(out):
+            raise _too_large(LZ4, limit)
+        if d.eof or d.needs_input:
+            break
+        chunk = d.decompress(b"", max_length=_STEP)
+    if not d.eof:
+        raise RecordsError.corrupt("cannot decompress lz4: truncated frame")
+    return bytes(out)
