@@ -50,6 +50,16 @@ class Connection:
         self.ip = peer[0] if isinstance(peer, tuple) else str(peer)
         self.in_flight = False  # a request read and not yet answered (ConnectionLimits, idle expiry)
         self.last_active = asyncio.get_running_loop().time()
+        self._on_processed: Callable[[], None] | None = None
+
+    def request_processed(self) -> None:
+        """The current request's bytes no longer count as queued: its handler has used them and
+        now only waits (an acks=all produce waiting for its followers, as Kafka's handler returns
+        its buffer to the pool before the delayed produce completes). Without this, produces
+        waiting for replication could keep the followers' fetch requests from being read."""
+        release, self._on_processed = self._on_processed, None
+        if release is not None:
+            release()
 
     def mute_for(self, seconds: float) -> None:
         """Read nothing more from this connection for `seconds`."""
@@ -100,7 +110,7 @@ class ConnectionLimits:
         self.total = 0
         self.per_ip: dict[str, int] = {}
         self.queued_bytes = 0
-        self._freed = asyncio.Condition()
+        self._freed = asyncio.Event()
         self._reaper: asyncio.Task[None] | None = None
 
     async def resolve_overrides(self) -> None:
@@ -146,19 +156,26 @@ class ConnectionLimits:
         bytes are at their bound, counts them until the answer, and marks the connection busy."""
         bound = self.queued_max_bytes
         if bound is not None:
-            async with self._freed:
-                await self._freed.wait_for(lambda: self.queued_bytes < bound)
+            while self.queued_bytes >= bound:
+                self._freed.clear()
+                await self._freed.wait()
             self.queued_bytes += size
+            released = False
+
+            def release() -> None:
+                nonlocal released
+                if not released:
+                    released = True
+                    self.queued_bytes -= size
+                    self._freed.set()
+            conn._on_processed = release
         conn.in_flight = True
         try:
             yield
         finally:
             conn.in_flight = False
             conn.last_active = asyncio.get_running_loop().time()
-            if bound is not None:
-                self.queued_bytes -= size
-                async with self._freed:
-                    self._freed.notify_all()
+            conn.request_processed()
 
     def start_idle_expiry(self, connections: set[Connection]) -> None:
         if self.idle_s is not None and self._reaper is None:

@@ -85,6 +85,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             if code == ErrorCode.NONE and acks == -1 and info is not None:
                 waits.append((entry, part, info.last_offset + 1))
     if waits:
+        # Appended: from here the request only waits, and its bytes no longer count against
+        # queued.max.request.bytes (the followers' fetches must still be read meanwhile).
+        ctx.conn.request_processed()
         timeout = max(request["timeout_ms"], 0) / 1000
         codes = await asyncio.gather(*(rm.wait_for_hw(part, target, timeout) for _, part, target in waits))
         for (entry, _, _), code in zip(waits, codes, strict=True):

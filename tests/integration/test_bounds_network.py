@@ -12,6 +12,7 @@ from protocol.api_keys import ApiKey
 from protocol.headers import encode_request_header
 from protocol.records.message_set import build_message_set
 from protocol.schema import request_codec
+from tests.support.brokers import start_together
 from tests.support.topics import create_topic
 from tests.support.wire import connect
 
@@ -144,3 +145,34 @@ async def test_queued_max_request_bytes_bounds_memory_without_deadlock(broker_fa
         lo = await conn.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
             {"name": "queued", "partitions": [{"partition_index": p, "timestamp": -1} for p in range(4)]}]})
         assert sum(p["offset"] for p in lo["topics"][0]["partitions"]) == 32
+
+
+async def test_queued_max_request_bytes_acks_all_with_a_follower(broker_factory) -> None:  # noqa: ANN001
+    # Produces waiting for their follower must not keep the follower's fetches from being read.
+    brokers = [broker_factory(i, start=False, queued_max_request_bytes=str(1 << 20), message_max_bytes=str(4 << 20),
+                              replica_fetch_wait_max_ms="100") for i in range(2)]
+    start_together(brokers)
+    leader = brokers[0]
+    async with await connect(leader) as conn:
+        await create_topic(conn, "acks-all", assignment={0: [0, 1]})
+    records = build_message_set([(None, b"a" * (2 << 20), 1_700_000_000_000)], magic=1)
+    frame = request_frame(ApiKey.PRODUCE, 2, {"acks": -1, "timeout_ms": 10000, "topic_data": [
+        {"name": "acks-all", "partition_data": [{"index": 0, "records": records}]}]})
+
+    async def produce_all() -> list[int]:
+        reader, writer = await open_from(leader.port)
+        codes = []
+        for _ in range(2):
+            writer.write(frame)
+            await writer.drain()
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            body = await reader.readexactly(size)
+            name_len = struct.unpack_from(">h", body, 8)[0]
+            codes.append(struct.unpack_from(">h", body, 8 + 2 + name_len + 4 + 4)[0])
+        writer.close()
+        return codes
+
+    t0 = time.monotonic()
+    results = await asyncio.wait_for(asyncio.gather(*(produce_all() for _ in range(6))), 60)
+    assert all(code == 0 for codes in results for code in codes), results
+    assert time.monotonic() - t0 < 10  # none waited out its 10 s timeout

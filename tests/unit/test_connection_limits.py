@@ -7,11 +7,15 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from broker.network import ConnectionLimits
+from broker.network import Connection, ConnectionLimits
+
+
+class FakeConnection(SimpleNamespace):
+    request_processed = Connection.request_processed
 
 
 def conn(ip: str) -> Any:  # noqa: ANN401
-    return SimpleNamespace(ip=ip, in_flight=False, last_active=0.0)
+    return FakeConnection(ip=ip, in_flight=False, last_active=0.0, _on_processed=None)
 
 
 def test_per_ip_override_and_total() -> None:
@@ -52,4 +56,15 @@ async def test_queued_bytes_wait_while_over_the_bound() -> None:
     release_first.set()
     await asyncio.gather(*tasks)
     assert order == ["first in", "first out", "second in"]
+    assert limits.queued_bytes == 0
+
+
+async def test_a_processed_request_no_longer_counts() -> None:
+    limits = ConnectionLimits(queued_max_bytes=100)
+    waiting = conn("a")
+    async with limits.request(waiting, 500):
+        waiting.request_processed()  # an acks=all produce now only waits for its followers
+        assert limits.queued_bytes == 0
+        async with limits.request(conn("b"), 10):  # a follower's fetch is read meanwhile
+            assert limits.queued_bytes == 10
     assert limits.queued_bytes == 0
