@@ -7,9 +7,9 @@ repaired before decoding, and magic-0 output is written with the same quirk so t
 readers accept it.
 
 Decompression is bounded, because a few hundred KB of gzip can inflate to gigabytes (a
-"bomb"). `decompress(codec, data, max_size)` inflates in steps of at most `_STEP` bytes and
-stops with MESSAGE_TOO_LARGE as soon as the output would exceed `max_size`, so a bomb costs at
-most `max_size` plus one step. Snappy blocks state their uncompressed length up front, which is
+"bomb"). `decompress(codec, data, max_size)` asks zlib and LZ4 for at most `max_size + 1`
+bytes of output (they stop there, their buffers grown in blocks as the output comes), and
+answers MESSAGE_TOO_LARGE when that much came out, so a bomb costs at most its bound. Snappy blocks state their uncompressed length up front, which is
 checked before the block is inflated. The bound the broker passes is `inflated_limit(limit)`:
 `MAX_INFLATION` times the message size limit (`message.max.bytes` / `max.message.bytes`, which
 Kafka applies to the compressed wrapper), and never below `MIN_INFLATED_LIMIT`. Kafka bounds
@@ -39,7 +39,7 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
 MAX_INFLATION = 64
 MIN_INFLATED_LIMIT = 64 << 20
-_STEP = 1 << 20  # output per inflate step: the most a bomb can overshoot its bound by
+_LZ4_STEP = 4 << 20
 
 
 def inflated_limit(max_message_bytes: int) -> int:
@@ -88,24 +88,24 @@ def decompress(codec: int, data: bytes | memoryview, max_size: int | None = None
 
 
 def _gzip_decompress(data: bytes | memoryview, limit: int) -> bytes:
-    """Every gzip member of data (a producer may concatenate them), inflated step by step."""
-    out = bytearray()
+    """Every gzip member of data (a producer may concatenate them), inflated to at most limit + 1
+    bytes: zlib stops there (its output buffer grows in blocks up to that size), so a bomb
+    costs its bound, not its inflated size."""
+    pieces: list[bytes] = []
+    total = 0
     rest: bytes | memoryview = data
     while True:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        chunk = d.decompress(rest, _STEP)
-        while True:
-            out += chunk
-            if 0 <= limit < len(out):
-                raise _too_large(GZIP, limit)
-            if d.eof or (not d.unconsumed_tail and not chunk):
-                break
-            chunk = d.decompress(d.unconsumed_tail, _STEP)
+        piece = d.decompress(rest, 0 if limit < 0 else limit + 1 - total)
+        total += len(piece)
+        if 0 <= limit < total:
+            raise _too_large(GZIP, limit)
         if not d.eof:
             raise RecordsError.corrupt("cannot decompress gzip: truncated stream")
+        pieces.append(piece)
         rest = d.unused_data
         if not rest.strip(b"\x00"):  # trailing zero padding ends the data, as gzip.decompress allows
-            return bytes(out)
+            return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def _snappy_length(block: bytes | memoryview, limit: int) -> None:
@@ -199,15 +199,18 @@ def _lz4_decompress(data: bytes, limit: int) -> bytes:
     if data[end] != good:
         data = data[:end] + bytes([good]) + data[end + 1:]
     d = lz4.frame.LZ4FrameDecompressor()
-    out = bytearray()
-    chunk = d.decompress(data, max_length=_STEP)
-    while True:
-        out += chunk
-        if 0 <= limit < len(out):
+    if limit < 0:
+        out: bytes = d.decompress(data)  # lz4 ships no type hints
+    else:
+        # python-lz4 allocates max_length up front, so the output is asked for a step at a time.
+        pieces = [d.decompress(data, max_length=min(limit + 1, _LZ4_STEP))]
+        total = len(pieces[0])
+        while total <= limit and not d.eof and not d.needs_input:
+            pieces.append(d.decompress(b"", max_length=min(limit + 1 - total, _LZ4_STEP)))
+            total += len(pieces[-1])
+        if total > limit:
             raise _too_large(LZ4, limit)
-        if d.eof or d.needs_input:
-            break
-        chunk = d.decompress(b"", max_length=_STEP)
+        out = pieces[0] if len(pieces) == 1 else b"".join(pieces)
     if not d.eof:
         raise RecordsError.corrupt("cannot decompress lz4: truncated frame")
-    return bytes(out)
+    return out
