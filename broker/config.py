@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
 
 
 class ConfigError(ValueError):
@@ -68,6 +69,19 @@ def parse_listeners(key: str, raw: str) -> list[Listener]:
     return out
 
 
+def parse_connection_overrides(key: str, raw: str) -> dict[str, int]:
+    """`max.connections.per.ip.overrides`: `hostName:100,127.0.0.1:200` (Kafka's form)."""
+    out: dict[str, int] = {}
+    for item in (s.strip() for s in raw.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host:
+            raise ConfigError(key, raw, "expected host:count")
+        out[host.strip("[]")] = _int(key, count, 0)
+    return out
+
+
 def parse_quota_overrides(key: str, raw: str) -> dict[str, int]:
     """KIP-13's `clientA:4M,clientB:10M` form; K/M/G are powers of 1024."""
     out: dict[str, int] = {}
@@ -99,7 +113,12 @@ class BrokerConfig:
     auto_create_topics_enable: bool = True
     unclean_leader_election_enable: bool = False
     socket_request_max_bytes: int = 104857600
-    message_max_bytes: int = 1000012
+    max_connections: int = INT_MAX
+    max_connections_per_ip: int = INT_MAX
+    max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
+    connections_max_idle_ms: int = 600000
+    queued_max_request_bytes: int = -1
+    message_max_bytes: int = 1048588
     replica_lag_time_max_ms: int = 10000
     replica_fetch_max_bytes: int = 1048576
     replica_fetch_response_max_bytes: int = 10485760
@@ -157,6 +176,11 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
     "socket.request.max.bytes": ("socket_request_max_bytes", _positive),
+    "max.connections": ("max_connections", _non_negative),
+    "max.connections.per.ip": ("max_connections_per_ip", _non_negative),
+    "max.connections.per.ip.overrides": ("max_connections_per_ip_overrides", parse_connection_overrides),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _int),  # negative: never closed for idleness
+    "queued.max.request.bytes": ("queued_max_request_bytes", _int),  # <= 0: unbounded
     "message.max.bytes": ("message_max_bytes", _non_negative),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _positive),
     "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _non_negative),
@@ -218,6 +242,9 @@ def build_config(props: dict[str, str], overrides: Iterable[str] = ()) -> Broker
         setattr(cfg, attr, parse(key, raw))
     if "broker.id" not in merged:
         raise ConfigError("broker.id", "", "required")
+    if cfg.max_connections_per_ip == 0 and not cfg.max_connections_per_ip_overrides:
+        # Kafka's KafkaConfig requirement: 0 only makes sense as a default that overrides lift.
+        raise ConfigError("max.connections.per.ip", "0", "0 requires max.connections.per.ip.overrides")
     return cfg
 
 

@@ -15,15 +15,25 @@ which drops the request and whatever it holds, and the socket is closed (no CLOS
 Only waits the dispatcher marks abandonable are cut short (see `Connection.abandonable`),
 and a held response's throttle time, which a hang-up watch on the paused socket ends;
 Kafka itself notices a closed channel only once the muted request completes.
+
+Bounds (`ConnectionLimits`, Kafka's keys): `max.connections` and `max.connections.per.ip`
+(with `max.connections.per.ip.overrides`) close a connection over the limit as soon as it is
+accepted (Kafka closes one over the per-IP limit likewise, but holds the acceptor for
+`max.connections`: here both are closed at once, and logged); `connections.max.idle.ms`
+closes a connection that has had no request in flight for that long; `queued.max.request.bytes`
+bounds the bytes of requests read and not yet answered, and a connection waits before reading
+a request body while the bound is exceeded. As Kafka's non-strict memory pool, a request is let
+in whenever any of the bound is left, so one larger than the whole bound still goes through.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import select
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import structlog
@@ -52,6 +62,19 @@ class Connection:
         self.peer_gone = False
         self.abandonable = False
         self.hangups: HangupWatch | None = None
+        self.ip = peer[0] if isinstance(peer, tuple) else str(peer)
+        self.in_flight = False  # a request read and not yet answered (ConnectionLimits, idle expiry)
+        self.last_active = asyncio.get_running_loop().time()
+        self._on_processed: Callable[[], None] | None = None
+
+    def request_processed(self) -> None:
+        """The current request's bytes no longer count as queued: its handler has used them and
+        now only waits (an acks=all produce waiting for its followers, as Kafka's handler returns
+        its buffer to the pool before the delayed produce completes). Without this, produces
+        waiting for replication could keep the followers' fetch requests from being read."""
+        release, self._on_processed = self._on_processed, None
+        if release is not None:
+            release()
 
     def mute_for(self, seconds: float) -> None:
         """Read nothing more from this connection for `seconds`."""
@@ -208,24 +231,135 @@ def _watch_peer(conn: Connection, task: asyncio.Task[None], hangups: HangupWatch
     reader.set_exception = on_exception  # type: ignore[method-assign]
 
 
+class ConnectionLimits:
+    """Connection counts (total and per IP), idle expiry and the queued request bytes of one broker."""
+
+    def __init__(self, max_connections: int = (1 << 31) - 1, max_per_ip: int = (1 << 31) - 1,
+                 per_ip_overrides: dict[str, int] | None = None, idle_ms: int = -1,
+                 queued_max_bytes: int = -1) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides or {})
+        self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
+        self.queued_max_bytes = queued_max_bytes if queued_max_bytes > 0 else None
+        self.total = 0
+        self.per_ip: dict[str, int] = {}
+        self.queued_bytes = 0
+        self._freed = asyncio.Event()
+        self._reaper: asyncio.Task[None] | None = None
+
+    async def resolve_overrides(self) -> None:
+        """Host names in the overrides as IP addresses (Kafka resolves them once, at start)."""
+        loop = asyncio.get_running_loop()
+        resolved: dict[str, int] = {}
+        for host, count in self.per_ip_overrides.items():
+            try:
+                ipaddress.ip_address(host)
+                resolved[host] = count
+                continue
+            except ValueError:
+                pass
+            try:
+                for info in await loop.getaddrinfo(host, None):
+                    resolved[str(info[4][0])] = count
+            except OSError as e:
+                log.warning("connection.override_unresolved", host=host, error=str(e))
+        self.per_ip_overrides = resolved
+
+    def admit(self, conn: Connection) -> str | None:
+        """Count a new connection in; the reason it is refused instead (and not counted)."""
+        limit = self.per_ip_overrides.get(conn.ip, self.max_per_ip)
+        if self.per_ip.get(conn.ip, 0) >= limit:
+            return f"max.connections.per.ip ({limit}) reached for {conn.ip}"
+        if self.total >= self.max_connections:
+            return f"max.connections ({self.max_connections}) reached"
+        self.total += 1
+        self.per_ip[conn.ip] = self.per_ip.get(conn.ip, 0) + 1
+        return None
+
+    def release(self, conn: Connection) -> None:
+        self.total -= 1
+        left = self.per_ip.get(conn.ip, 0) - 1
+        if left > 0:
+            self.per_ip[conn.ip] = left
+        else:
+            self.per_ip.pop(conn.ip, None)
+
+    @contextlib.asynccontextmanager
+    async def request(self, conn: Connection, size: int) -> AsyncIterator[None]:
+        """Around reading and answering one request of `size` bytes: waits while the queued
+        bytes are at their bound, counts them until the answer, and marks the connection busy."""
+        bound = self.queued_max_bytes
+        if bound is not None:
+            while self.queued_bytes >= bound:
+                self._freed.clear()
+                await self._freed.wait()
+            self.queued_bytes += size
+            released = False
+
+            def release() -> None:
+                nonlocal released
+                if not released:
+                    released = True
+                    self.queued_bytes -= size
+                    self._freed.set()
+            conn._on_processed = release
+        conn.in_flight = True
+        try:
+            yield
+        finally:
+            conn.in_flight = False
+            conn.last_active = asyncio.get_running_loop().time()
+            conn.request_processed()
+
+    def start_idle_expiry(self, connections: set[Connection]) -> None:
+        if self.idle_s is not None and self._reaper is None:
+            self._reaper = asyncio.create_task(self._expire_idle(connections, self.idle_s))
+
+    def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+
+    async def _expire_idle(self, connections: set[Connection], idle_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        period = max(0.05, min(1.0, idle_s / 4))
+        while True:
+            await asyncio.sleep(period)
+            now = loop.time()
+            for conn in list(connections):
+                # A connection muted by a quota or holding a response is not idle: it waits on us.
+                if conn.in_flight or conn.held is not None or conn.mute_until > now:
+                    continue
+                if now - conn.last_active >= idle_s:
+                    log.info("connection.idle_closed", peer=conn.peer, idle_ms=int((now - conn.last_active) * 1000))
+                    conn.writer.close()
+                    conn.last_active = now  # closed once; the serving task ends on its own
+
+
 class Listener:
-    def __init__(self, dispatcher: Dispatcher, host: str, port: int, max_frame_bytes: int) -> None:
+    def __init__(self, dispatcher: Dispatcher, host: str, port: int, max_frame_bytes: int,
+                 limits: ConnectionLimits | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
         self.max_frame_bytes = max_frame_bytes
+        self.limits = limits or ConnectionLimits()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.connections: set[Connection] = set()
         self._hangups = HangupWatch()
 
     async def start(self) -> None:
+        await self.limits.resolve_overrides()
         self._server = await asyncio.start_server(self._on_connect, self.host, self.port,
                                                   reuse_address=True, limit=1 << 20)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
+        self.limits.start_idle_expiry(self.connections)
 
     async def stop(self) -> None:
+        self.limits.stop()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
@@ -241,6 +375,12 @@ class Listener:
         assert task is not None
         self._tasks.add(task)
         conn = Connection(reader, writer)
+        refused = self.limits.admit(conn)
+        if refused:
+            log.warning("connection.refused", peer=conn.peer, reason=refused)
+            self._tasks.discard(task)
+            writer.close()
+            return
         _watch_peer(conn, task, self._hangups)
         self.connections.add(conn)
         try:
@@ -253,6 +393,7 @@ class Listener:
         except Exception:
             log.exception("connection.failed", peer=conn.peer)
         finally:
+            self.limits.release(conn)
             self.connections.discard(conn)
             self._tasks.discard(task)
             writer.close()
@@ -270,8 +411,9 @@ class Listener:
                 return
             # The frame is referenced only inside this call, so a response held for its
             # throttle time no longer keeps the request's records alive.
-            if not await self.dispatcher.handle(conn, await reader.readexactly(size)):
-                return
+            async with self.limits.request(conn, size):
+                if not await self.dispatcher.handle(conn, await reader.readexactly(size)):
+                    return
             transport = conn.writer.transport
             if not transport.is_closing() and transport.get_write_buffer_size() > (4 << 20):
                 await conn.writer.drain()

@@ -19,7 +19,7 @@ from broker.controller.controller import Controller
 from broker.dispatch import Dispatcher
 from broker.metadata import MetadataCache
 from broker.metrics import Registry, serve_metrics
-from broker.network import Listener
+from broker.network import ConnectionLimits, Listener
 from broker.replication.fetcher_manager import FetcherManager
 from broker.replication.leftover_throttles import watch_leftover_throttles
 from broker.replication.log_dir_failure import forget_earlier_failures
@@ -74,7 +74,10 @@ class Broker:
                            self.metadata_updated)
         self.dispatcher = Dispatcher(self, ALL_APIS)
         lst = config.listeners[0]
-        self.listener = Listener(self.dispatcher, lst.host, lst.port, config.socket_request_max_bytes)
+        limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip,
+                                  config.max_connections_per_ip_overrides, config.connections_max_idle_ms,
+                                  config.queued_max_request_bytes)
+        self.listener = Listener(self.dispatcher, lst.host, lst.port, config.socket_request_max_bytes, limits)
         self._metrics_server: asyncio.Server | None = None
         self.metrics_url: str | None = None
         self._leftover_task: asyncio.Task[None] | None = None

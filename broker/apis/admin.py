@@ -7,11 +7,14 @@ Kafka's own error code, so one bad topic never fails the others in the same requ
 
 from __future__ import annotations
 
+import asyncio
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import structlog
 
+from broker.apis import assignment_bounds
 from broker.metadata import MetadataCache, topic_name_error
 from broker.signal import Signal
 from broker.zk import layout as L
@@ -29,8 +32,8 @@ class AdminError(Exception):
         self.message = message
 
 
-def assign_replicas(brokers: list[int], partitions: int, replication_factor: int,
-                    start_partition: int = 0, rng: random.Random | None = None) -> dict[int, list[int]]:
+def _assignment(brokers: list[int], partitions: int, replication_factor: int, start_partition: int,
+                rng: random.Random | None) -> Iterator[tuple[int, list[int]]]:
     """Kafka's rack-unaware assignment: round-robin from a random start, followers shifted."""
     n = len(brokers)
     if replication_factor > n:
@@ -40,7 +43,6 @@ def assign_replicas(brokers: list[int], partitions: int, replication_factor: int
     brokers = sorted(brokers)
     start_index = rng.randrange(n)
     shift = rng.randrange(n)
-    out: dict[int, list[int]] = {}
     current = start_partition
     for _ in range(partitions):
         if current > 0 and current % n == 0:
@@ -50,8 +52,26 @@ def assign_replicas(brokers: list[int], partitions: int, replication_factor: int
         for j in range(replication_factor - 1):
             step = 1 + (shift + j) % (n - 1)
             replicas.append(brokers[(first + step) % n])
-        out[current] = replicas
+        yield current, replicas
         current += 1
+
+
+def assign_replicas(brokers: list[int], partitions: int, replication_factor: int,
+                    start_partition: int = 0, rng: random.Random | None = None) -> dict[int, list[int]]:
+    return dict(_assignment(brokers, partitions, replication_factor, start_partition, rng))
+
+
+_YIELD_EVERY = 2000  # partitions assigned between returns to the event loop (about a millisecond)
+
+
+async def assign_replicas_async(brokers: list[int], partitions: int, replication_factor: int,
+                                start_partition: int = 0) -> dict[int, list[int]]:
+    """assign_replicas for the handlers: a large topic is assigned in slices, the loop served between."""
+    out: dict[int, list[int]] = {}
+    for i, (p, replicas) in enumerate(_assignment(brokers, partitions, replication_factor, start_partition, None)):
+        out[p] = replicas
+        if i % _YIELD_EVERY == _YIELD_EVERY - 1:
+            await asyncio.sleep(0)
     return out
 
 
@@ -61,6 +81,19 @@ def require_legal_existing_name(name: str) -> None:
     err = topic_name_error(name)
     if err:
         raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, err)
+
+
+async def encode_assignment_async(assignment: dict[int, list[int]]) -> bytes:
+    """The bytes of broker.zk.layout.encode_assignment, built in slices with the loop served between:
+    json.dumps of a 100,000-partition assignment holds the event loop for tens of milliseconds."""
+    if len(assignment) <= _YIELD_EVERY:
+        return L.encode_assignment(assignment)
+    pieces = []
+    for i, p in enumerate(sorted(assignment)):
+        pieces.append(f'"{p}":[{",".join(map(str, assignment[p]))}]')
+        if i % _YIELD_EVERY == _YIELD_EVERY - 1:
+            await asyncio.sleep(0)
+    return b'{"version":1,"partitions":{' + ",".join(pieces).encode() + b"}}"
 
 
 @dataclass
@@ -104,6 +137,9 @@ class Admin:
                                  "Both numPartitions or replicationFactor and replicasAssignments were set.")
             if sorted(spec.assignment) != list(range(len(spec.assignment))):
                 raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions must be numbered from 0.")
+            too_large = assignment_bounds.given_too_large(spec.name, 0, list(spec.assignment.values()))
+            if too_large:
+                raise AdminError(ErrorCode.INVALID_PARTITIONS, too_large)
             for replicas in spec.assignment.values():
                 if not replicas or len(set(replicas)) != len(replicas):
                     raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Duplicate or empty replica list.")
@@ -119,7 +155,10 @@ class Admin:
             raise AdminError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
         if not brokers:
             raise AdminError(ErrorCode.BROKER_NOT_AVAILABLE, "No live brokers.")
-        return assign_replicas(brokers, partitions, rf)
+        too_large = assignment_bounds.chosen_too_large(spec.name, 0, partitions, rf, brokers)
+        if too_large:  # refused before a single entry is built
+            raise AdminError(ErrorCode.INVALID_PARTITIONS, too_large)
+        return await assign_replicas_async(brokers, partitions, rf)
 
     async def live_brokers(self) -> list[int]:
         """Registered brokers, read from ZooKeeper as Kafka's AdminUtils does: right after start-up
@@ -141,7 +180,8 @@ class Admin:
             except NodeExistsError:  # left behind by an earlier topic of the same name
                 await self.zk.set(path, body)
         try:
-            await self.zk.create(L.topic_path(spec.name), L.encode_assignment(assignment), make_parents=True)
+            await self.zk.create(L.topic_path(spec.name), await encode_assignment_async(assignment),
+                                 make_parents=True)
         except NodeExistsError:
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.") from None
         log.info("topic.created", topic=spec.name, partitions=len(assignment))
@@ -194,16 +234,23 @@ class Admin:
                 raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Increasing the number of partitions by {count - current} but "
                                  f"{len(assignments)} assignments provided.")
+            too_large = assignment_bounds.given_too_large(name, current, assignments, len(data))
+            if too_large:
+                raise AdminError(ErrorCode.INVALID_PARTITIONS, too_large)
             live = await self.live_brokers()
             for a in assignments:
                 if len(set(a)) != len(a) or any(b not in live for b in a):
                     raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid replica assignment {a}.")
             return {current + i: list(a) for i, a in enumerate(assignments)}
-        return assign_replicas(await self.live_brokers(), count - current, rf, start_partition=current)
+        live = await self.live_brokers()
+        too_large = assignment_bounds.chosen_too_large(name, current, count - current, rf, live, len(data))
+        if too_large:
+            raise AdminError(ErrorCode.INVALID_PARTITIONS, too_large)
+        return await assign_replicas_async(live, count - current, rf, start_partition=current)
 
     async def add_partitions(self, name: str, additions: dict[int, list[int]]) -> None:
         data, version = await self.zk.get(L.topic_path(name))
         full = L.decode_assignment(data)
         full.update(additions)
-        await self.zk.set(L.topic_path(name), L.encode_assignment(full), version=version)
+        await self.zk.set(L.topic_path(name), await encode_assignment_async(full), version=version)
         log.info("topic.partitions_added", topic=name, partitions=len(full))

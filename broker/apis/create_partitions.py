@@ -2,7 +2,8 @@
 
 Per topic: UNKNOWN_TOPIC_OR_PARTITION (also for an illegal name, as Kafka 2.8), INVALID_PARTITIONS when the count does not grow,
 INVALID_REPLICA_ASSIGNMENT for a wrong number of assignments, INVALID_REQUEST when named
-twice. validate_only writes nothing and is not counted. KIP-599: a valid growth takes the
+twice, INVALID_PARTITIONS at once for a count whose assignment ZooKeeper could not store
+(broker.apis.assignment_bounds). validate_only writes nothing and is not counted. KIP-599: a valid growth takes the
 number of new partitions from the client's mutation quota (broker.apis.mutation_quota; strict
 from v3, permissive before).
 """

@@ -2,7 +2,9 @@
 
 Each topic is validated on its own and answered with Kafka's code (INVALID_TOPIC_EXCEPTION,
 TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
-INVALID_REQUEST for a name given twice); the others still go through. num_partitions or
+INVALID_REQUEST for a name given twice); the others still go through. A partition count whose
+assignment ZooKeeper could not store in one znode is INVALID_PARTITIONS at once, before any
+assignment is built (broker.apis.assignment_bounds), validate_only or not. num_partitions or
 replication_factor -1 (v4+) take the broker defaults. validate_only (v1+) writes nothing
 and is not counted. KIP-599: a valid topic then takes its partition count from the client's
 mutation quota (broker.apis.mutation_quota; strict from v6, permissive before).

@@ -14,6 +14,11 @@ time it earns and carries it in throttle_time_ms (v1+; v0 is held without the fi
 held response is a few offsets, never the records. acks=0 has no response to hold, so the
 connection is not read for the throttle time instead; an acks=0 client cannot bypass its
 quota.
+
+Size: each batch or top-level message larger than the topic's `max.message.bytes` (else the
+broker's `message.max.bytes`) is MESSAGE_TOO_LARGE before anything is decompressed, and a
+compressed one may inflate only to a bound tied to that limit (protocol.records.compression),
+so a small gzip bomb is refused without being inflated in full.
 """
 
 from __future__ import annotations
@@ -21,12 +26,24 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from broker.apis.context import BrokerServices
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.metadata import topic_name_error
+from broker.zk.topic_configs import topic_int
 from protocol.errors import ErrorCode
 from protocol.fast import decode_produce_request
 from protocol.messages import produce as messages
+
+
+async def _max_message_bytes(services: BrokerServices, topic: str) -> int:
+    """The topic's `max.message.bytes`, else the broker's `message.max.bytes` (Kafka's fallback).
+
+    The topic's configs are cached once this broker leads one of its partitions, and kept
+    current by config change notifications, so this does not reach ZooKeeper per request.
+    """
+    cfg = await services.roles.topic_configs.get(topic)
+    return topic_int(topic, cfg, "max.message.bytes", services.config.message_max_bytes)
 
 
 def decode(buf: memoryview, version: int) -> dict[str, Any]:
@@ -65,12 +82,16 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             if records is None or len(records) == 0:
                 entry["error_code"] = ErrorCode.CORRUPT_MESSAGE
                 continue
-            code, base, info = rm.append(part, records, acks)
+            limit = await _max_message_bytes(services, name)
+            code, base, info = rm.append(part, records, acks, limit)
             entry["error_code"] = code
             entry["base_offset"] = base
             if code == ErrorCode.NONE and acks == -1 and info is not None:
                 waits.append((entry, part, info.last_offset + 1))
     if waits:
+        # Appended: from here the request only waits, and its bytes no longer count against
+        # queued.max.request.bytes (the followers' fetches must still be read meanwhile).
+        ctx.conn.request_processed()
         timeout = max(request["timeout_ms"], 0) / 1000
         codes = await asyncio.gather(*(rm.wait_for_hw(part, target, timeout) for _, part, target in waits))
         for (entry, _, _), code in zip(waits, codes, strict=True):

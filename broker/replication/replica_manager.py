@@ -319,7 +319,8 @@ class ReplicaManager:
             part.high_watermark = new_hw
             self.appended.fire()
 
-    def append(self, part: Partition, data: memoryview | bytes, acks: int) -> tuple[ErrorCode, int, AppendInfo | None]:
+    def append(self, part: Partition, data: memoryview | bytes, acks: int,
+               max_message_bytes: int | None = None) -> tuple[ErrorCode, int, AppendInfo | None]:
         if part.offline:
             return ErrorCode.KAFKA_STORAGE_ERROR, -1, None
         if acks == -1 and len(part.isr) < part.min_insync_replicas:
@@ -327,7 +328,7 @@ class ReplicaManager:
         if len(data) > part.log.segment_bytes:
             return ErrorCode.RECORD_LIST_TOO_LARGE, -1, None
         try:
-            info = validate_and_assign(data, part.log_end_offset, int(time.time() * 1000))
+            info = validate_and_assign(data, part.log_end_offset, int(time.time() * 1000), max_message_bytes)
         except RecordsError as e:
             log.warning("produce.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
             return ErrorCode(e.error_code), -1, None

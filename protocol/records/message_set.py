@@ -25,6 +25,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from protocol.errors import ErrorCode
 from protocol.layouts import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -205,12 +206,15 @@ def _inner_messages(buf: bytes, check_crc: bool, wrapper_magic: int) -> list[_Me
     return msgs
 
 
-def validate_and_assign(data: bytes | bytearray | memoryview, base_offset: int | None, now_ms: int) -> AppendInfo:
+def validate_and_assign(data: bytes | bytearray | memoryview, base_offset: int | None, now_ms: int,
+                        max_message_bytes: int | None = None) -> AppendInfo:
     """Checks every magic 0/1 message and, for a leader append, assigns offsets from base_offset.
 
     With base_offset None (a follower append) offsets are kept as the leader assigned them.
     Record batches (magic 2) are refused here; protocol.records.records.validate_and_assign
-    converts them first.
+    converts them first. With max_message_bytes, a top-level entry (log overhead included, as
+    Kafka's sizeInBytes counts it) above it is MESSAGE_TOO_LARGE before anything is
+    decompressed, and a wrapper's inner set is bounded by compression.inflated_limit.
     """
     if len(data) == 0:
         raise RecordsError.corrupt("empty record set")
@@ -225,6 +229,9 @@ def validate_and_assign(data: bytes | bytearray | memoryview, base_offset: int |
     while pos < len(out):
         m = _Message(out, pos, True)
         magic = m.magic
+        if max_message_bytes is not None and m.end - pos > max_message_bytes:
+            raise RecordsError(ErrorCode.MESSAGE_TOO_LARGE,
+                               f"message of {m.end - pos} bytes exceeds the limit of {max_message_bytes}")
         if m.codec == compression.NONE:
             n = 1
             if next_offset is not None:
@@ -239,7 +246,8 @@ def validate_and_assign(data: bytes | bytearray | memoryview, base_offset: int |
             _, value = m.key_value(out)
             if value is None:
                 raise RecordsError.corrupt("compressed wrapper without a value")
-            inner_buf = compression.decompress(m.codec, value)
+            bound = None if max_message_bytes is None else compression.inflated_limit(max_message_bytes)
+            inner_buf = compression.decompress(m.codec, value, bound)
             inner = _inner_messages(inner_buf, True, m.magic)
             n = len(inner)
             for im in inner:

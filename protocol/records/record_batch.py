@@ -35,11 +35,12 @@ _TRANSACTIONAL, _CONTROL = 0x10, 0x20
 BatchRecord = tuple[int, int, bytes | None, bytes | None]
 
 
-def _records(batch: memoryview, attributes: int, count: int, base_offset: int, first_ts: int) -> list[BatchRecord]:
+def _records(batch: memoryview, attributes: int, count: int, base_offset: int, first_ts: int,
+             max_inflated: int | None) -> list[BatchRecord]:
     body = batch[HEADER_SIZE:]
     codec = attributes & 0x07
     if codec != compression.NONE:
-        body = memoryview(compression.decompress(codec, body))
+        body = memoryview(compression.decompress(codec, body, max_inflated))
     r = Reader(body)
     out = []
     try:
@@ -66,10 +67,14 @@ def _records(batch: memoryview, attributes: int, count: int, base_offset: int, f
     return out
 
 
-def parse_batch(buf: memoryview, pos: int, strict: bool) -> tuple[list[BatchRecord], int] | None:
+def parse_batch(buf: memoryview, pos: int, strict: bool,
+                max_bytes: int | None = None) -> tuple[list[BatchRecord], int] | None:
     """Records of the batch at pos, with absolute offsets, and the position after the batch.
 
     A cut-off batch raises when strict (a produce request), else gives None (a fetched tail).
+    With max_bytes (the message size limit), a larger batch is MESSAGE_TOO_LARGE before its CRC
+    is checked or its records inflated, and its inner records may inflate to at most
+    compression.inflated_limit(max_bytes).
     """
     if pos + HEADER_SIZE > len(buf):
         if strict:
@@ -84,10 +89,14 @@ def parse_batch(buf: memoryview, pos: int, strict: bool) -> tuple[list[BatchReco
         if strict:
             raise RecordsError.corrupt("truncated record batch")
         return None
+    if max_bytes is not None and end - pos > max_bytes:
+        raise RecordsError(ErrorCode.MESSAGE_TOO_LARGE,
+                           f"record batch of {end - pos} bytes exceeds the limit of {max_bytes}")
     batch = buf[pos:end]
     if crc32c.crc32c(batch[RECORD_BATCH_CRC_FROM:]) != crc:
         raise RecordsError.corrupt("record batch CRC32C mismatch")
     if attributes & (_TRANSACTIONAL | _CONTROL):
         raise RecordsError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
                            "transactional and control batches need message format v2")
-    return _records(batch, attributes, count, base_offset, first_ts), end
+    inflated = None if max_bytes is None else compression.inflated_limit(max_bytes)
+    return _records(batch, attributes, count, base_offset, first_ts, inflated), end

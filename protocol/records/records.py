@@ -26,14 +26,16 @@ def magic_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
     return buf[pos + MAGIC_OFFSET] if pos + MAGIC_OFFSET < len(buf) else -1
 
 
-def batches_to_message_set(data: bytes | bytearray | memoryview, base_offset: int) -> bytes:
-    """Every batch in data as uncompressed magic-1 entries numbered from base_offset."""
+def batches_to_message_set(data: bytes | bytearray | memoryview, base_offset: int,
+                           max_message_bytes: int | None = None) -> bytes:
+    """Every batch in data as uncompressed magic-1 entries numbered from base_offset; a batch
+    above max_message_bytes is refused before it is inflated (record_batch.parse_batch)."""
     buf = memoryview(data)
     pos = 0
     out = []
     n = 0
     while pos < len(buf):
-        parsed = record_batch.parse_batch(buf, pos, strict=True)
+        parsed = record_batch.parse_batch(buf, pos, strict=True, max_bytes=max_message_bytes)
         assert parsed is not None
         records, pos = parsed
         for _, ts, key, value in records:
@@ -44,19 +46,24 @@ def batches_to_message_set(data: bytes | bytearray | memoryview, base_offset: in
     return b"".join(out)
 
 
-def validate_and_assign(data: bytes | bytearray | memoryview, base_offset: int | None, now_ms: int) -> AppendInfo:
+def validate_and_assign(data: bytes | bytearray | memoryview, base_offset: int | None, now_ms: int,
+                        max_message_bytes: int | None = None) -> AppendInfo:
     """Checks every message and, for a leader append, assigns offsets from base_offset.
 
     Record batches (magic 2) are first converted to magic 1; see the module docstring. With
     base_offset None (a follower append) offsets are kept as the leader assigned them.
+    max_message_bytes (`message.max.bytes` / the topic's `max.message.bytes`) bounds each
+    batch or top-level message, and through it what a compressed one may inflate to.
     """
     if len(data) == 0:
         raise RecordsError.corrupt("empty record set")
     if magic_at(data, 0) == RECORD_BATCH_MAGIC:
         if base_offset is None:
             raise RecordsError.corrupt("a follower log holds magic 1, not record batches")
-        data = batches_to_message_set(data, base_offset)
-    return message_set.validate_and_assign(data, base_offset, now_ms)
+        data = batches_to_message_set(data, base_offset, max_message_bytes)
+        # Converted records are uncompressed and each smaller than its batch: nothing more to bound.
+        max_message_bytes = None
+    return message_set.validate_and_assign(data, base_offset, now_ms, max_message_bytes)
 
 
 def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
