@@ -1,0 +1,95 @@
+"""Defects the fuzz found, each replayed on its own from a minimal request built from its fuzz case.
+
+FUZZ FINDINGS: these tests assert Kafka's behaviour and fail on the broker as the fuzz found
+it; the fixes belong to the hardening work on bounds, admin races and connections (issue 15),
+not to the fuzz suite. Each test names the fuzz case that found it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from protocol.api_keys import ApiKey
+from protocol.headers import encode_request_header
+from protocol.schema import request_codec
+from tests.fuzz.runner import answers, socket_count, sockets_back, tracebacks
+from tests.support.topics import create_topic
+from tests.support.wire import connect
+
+pytestmark = pytest.mark.integration
+
+
+def _frame(key: ApiKey, version: int, body: dict, correlation_id: int = 1) -> bytes:
+    data = encode_request_header(key, version, correlation_id, "fuzz-finding") + request_codec(key, version).encode(body)
+    return struct.pack(">i", len(data)) + data
+
+
+@pytest.mark.parametrize("api", ["create_topics", "create_partitions"])
+async def test_huge_partition_count_keeps_broker_answering(broker_factory, api: str) -> None:  # noqa: ANN001
+    """Fuzz case `create_partitions-v3-tools int32@…=2147483647` (seed 15): a partition count of
+    2^31-1 made the broker build the whole assignment on its event loop; it stopped answering
+    anyone, the good client included, and refused new connections. Kafka answers such a request
+    with an error (here: any error code) and keeps serving."""
+    b = broker_factory(0)
+    await create_topic(b, "small")
+    if api == "create_topics":
+        frame = _frame(ApiKey.CREATE_TOPICS, 4, {"topics": [
+            {"name": "huge", "num_partitions": 0x7FFFFFFF, "replication_factor": 1, "assignments": [],
+             "configs": []}], "timeout_ms": 1000})
+    else:
+        frame = _frame(ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"name": "small", "count": 0x7FFFFFFF,
+                                                                 "assignments": None}], "timeout_ms": 1000})
+    reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
+    try:
+        writer.write(frame)
+        await writer.drain()
+        await asyncio.sleep(0.5)
+        assert await answers(b.port, timeout=5), "broker stopped answering after a huge partition count"
+        head = await asyncio.wait_for(reader.read(4), 10)
+        assert head, "the request was never answered (connection closed instead of an error code)"
+    finally:
+        writer.transport.abort()
+    assert tracebacks(b.log_path.read_text()) == []
+
+
+async def test_create_partitions_racing_delete_answers_with_error(broker_factory) -> None:  # noqa: ANN001
+    """Fuzz seed 15, 3000 requests: CreatePartitions on a topic that a DeleteTopics removed between
+    the handler's validation and its write let NoNodeError out of the handler: a traceback in the
+    log (connection.failed) and the connection closed without an answer. Kafka answers
+    UNKNOWN_TOPIC_OR_PARTITION (or INVALID_PARTITIONS) for a topic deleted under it."""
+    b = broker_factory(0)
+    async with await connect(b) as admin_conn:
+        for i in range(30):
+            name = f"race-{i}"
+            await create_topic(admin_conn, name)
+            async with await connect(b) as grow, await connect(b) as delete:
+                grown, _ = await asyncio.gather(
+                    grow.request(ApiKey.CREATE_PARTITIONS, 2, {"topics": [{"name": name, "count": 4, "assignments": None}],
+                                                              "timeout_ms": 0}),
+                    delete.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": [name], "timeout_ms": 0}))
+            assert "results" in grown
+    assert tracebacks(b.log_path.read_text()) == []
+
+
+async def test_abandoned_long_poll_releases_its_socket(broker_factory) -> None:  # noqa: ANN001
+    """Fuzz cases like `fetch-v3-confluent … int32@…=2147483647` (max_wait_ms mutated) followed by the
+    client going away: the broker kept each socket (CLOSE-WAIT) for as long as the request's
+    max_wait_ms, up to 24 days, so a client can exhaust the broker's file descriptors by
+    connecting, long-polling and leaving. Kafka's selector closes a connection its peer closed
+    (the parked fetch completes into nothing)."""
+    b = broker_factory(0)
+    await create_topic(b, "idle")
+    assert b.proc is not None
+    baseline = socket_count(b.proc.pid)
+    body = {"replica_id": -1, "max_wait_ms": 0x7FFFFFFF, "min_bytes": 1, "max_bytes": 1 << 20,
+            "topics": [{"topic": "idle", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                          "partition_max_bytes": 1 << 20}]}]}
+    for _ in range(20):
+        _, writer = await asyncio.open_connection("127.0.0.1", b.port)
+        writer.write(_frame(ApiKey.FETCH, 3, body))
+        await writer.drain()
+        writer.close()
+    assert await sockets_back(b.proc.pid, baseline, timeout=5) <= baseline
