@@ -28,7 +28,7 @@ from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
-FUZZ_REQUESTS = int(os.environ.get("MINIBROKER_FUZZ_REQUESTS", "40000"))
+FUZZ_REQUESTS = int(os.environ.get("MINIBROKER_FUZZ_REQUESTS", "50000"))
 FUZZ_SECONDS = float(os.environ.get("MINIBROKER_FUZZ_SECONDS", "150"))
 MAX_FRAME = 1 << 20  # socket.request.max.bytes of the broker under test: oversized frames go past it
 RSS_GROWTH_BOUND = 64 << 20
