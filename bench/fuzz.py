@@ -49,7 +49,7 @@ async def run(args: argparse.Namespace) -> dict:
         topic = random_topic(args.seed)
         await create_topic(b, topic)
         sockets_before = socket_count(pid)
-        dirs_before = dirs_outside(b.workdir, b.log_dir)
+        dirs_before = dirs_outside(b.workdir, b.log_dir, parent=False)
         last = [0.0]
 
         def report(smp) -> None:  # noqa: ANN001 - a runner.Sample
@@ -69,7 +69,7 @@ async def run(args: argparse.Namespace) -> dict:
             "sockets_before": sockets_before,
             "sockets_after": await sockets_back(pid, sockets_before) if alive else None,
             "tracebacks": len(tracebacks(b.log_path.read_text())),
-            "dirs_outside_log_dirs": sorted(dirs_outside(b.workdir, b.log_dir) - dirs_before),
+            "dirs_outside_log_dirs": sorted(dirs_outside(b.workdir, b.log_dir, parent=False) - dirs_before),
         }
         missing = await result.good.verify() if health["answers_api_versions_and_metadata"] else ["not checked"]
         if result.rss_exceeded or not health["answers_api_versions_and_metadata"]:

@@ -55,11 +55,13 @@ def socket_count(pid: int) -> int:
     return n
 
 
-def dirs_outside(workdir: Path, log_dir: Path) -> set[str]:
-    """Directories that a broker could create by mistake: the test's work dir (less log.dirs'
-    contents), its parent, and the project root (the broker's working directory)."""
+def dirs_outside(workdir: Path, log_dir: Path, parent: bool = True) -> set[str]:
+    """Directories that a broker could create by mistake: the work dir (less log.dirs' contents),
+    the project root (the broker's working directory) and, with `parent`, the work dir's parent
+    (leave it out where other processes create directories there, as in /tmp)."""
     found = {str(p) for p in workdir.rglob("*") if p.is_dir() and log_dir not in p.parents}
-    found |= {str(p) for p in workdir.parent.iterdir() if p.is_dir()}
+    if parent:
+        found |= {str(p) for p in workdir.parent.iterdir() if p.is_dir()}
     found |= {str(p) for p in ROOT.iterdir() if p.is_dir()}
     return found
 
