@@ -8,6 +8,7 @@ not to the fuzz suite. Each test names the fuzz case that found it.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import struct
 
 import pytest
@@ -143,3 +144,23 @@ async def test_shutdown_with_a_parked_fetch_logs_no_traceback(broker_factory) ->
     assert await asyncio.to_thread(b.stop) == 0
     writer.transport.abort()
     assert tracebacks(b.log_path.read_text()) == []
+
+
+async def test_leader_and_isr_topic_name_cannot_leave_log_dirs(broker_factory) -> None:  # noqa: ANN001
+    """From the fuzz's directory check (a bit flip turns '-' into '/' in `fuzz-seed`): LeaderAndIsr
+    takes its topic names as they come, and the partition directory is log.dirs/<topic>-<n>, so
+    a name with '..' and '/' puts a partition directory outside log.dirs. Kafka refuses such
+    names (Topic.validate: only [a-zA-Z0-9._-]); the broker must answer with an error and
+    create nothing outside log.dirs."""
+    b = broker_factory(0)
+    state = {"topic_name": "../../escaped", "partition_index": 0, "controller_epoch": 1, "leader": 0,
+             "leader_epoch": 1, "isr": [0], "partition_epoch": 0, "replicas": [0]}
+    body = {"controller_id": 0, "controller_epoch": 1, "ungrouped_partition_states": [state],
+            "live_leaders": [{"broker_id": 0, "host_name": "127.0.0.1", "port": b.port}]}
+    async with await connect(b) as conn:
+        resp = await conn.request(ApiKey.LEADER_AND_ISR, 0, body, 10)
+    escaped = b.log_dir.parent.parent / "escaped-0"
+    created = escaped.exists()
+    shutil.rmtree(escaped, ignore_errors=True)  # pytest's temporary tree, outside the test's own dir
+    assert not created, f"LeaderAndIsr created {escaped}"
+    assert resp["partition_errors"][0]["error_code"] != 0
