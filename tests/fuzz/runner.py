@@ -322,7 +322,8 @@ async def run_fuzz(pid: int, port: int, good_topic: str, *, seed: int, requests:
             if on_sample is not None:
                 on_sample(smp)
             try:
-                await asyncio.wait_for(stop.wait(), 1.0)
+                # A broker building a huge assignment grows by gigabytes a second: look often.
+                await asyncio.wait_for(stop.wait(), 0.25)
             except TimeoutError:
                 pass
 
