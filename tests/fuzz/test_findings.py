@@ -16,16 +16,31 @@ import pytest
 from protocol.api_keys import ApiKey
 from protocol.headers import encode_request_header
 from protocol.schema import request_codec
-from tests.fuzz.runner import answers, socket_count, sockets_back, tracebacks
+from tests.fuzz.runner import answers, rss_bytes, socket_count, sockets_back, tracebacks
 from tests.support.topics import create_topic
 from tests.support.wire import connect
 
 pytestmark = pytest.mark.integration
 
+RSS_LIMIT = 1 << 30
+
 
 def _frame(key: ApiKey, version: int, body: dict, correlation_id: int = 1) -> bytes:
     data = encode_request_header(key, version, correlation_id, "fuzz-finding") + request_codec(key, version).encode(body)
     return struct.pack(">i", len(data)) + data
+
+
+async def _watched(b, aw):  # noqa: ANN001, ANN202
+    """`aw`'s result, killing the broker and failing if its RSS passes RSS_LIMIT meanwhile
+    (the machine is shared, and a broker building a huge assignment grows by gigabytes a second)."""
+    task = asyncio.ensure_future(aw)
+    while not task.done():
+        await asyncio.wait({task}, timeout=0.1)
+        if b.proc.poll() is None and rss_bytes(b.proc.pid) > RSS_LIMIT:
+            b.kill()
+            await asyncio.wait({task})
+            pytest.fail("broker RSS passed 1 GiB; killed")
+    return task.result()
 
 
 @pytest.mark.parametrize("api", ["create_topics", "create_partitions"])
@@ -48,8 +63,11 @@ async def test_huge_partition_count_keeps_broker_answering(broker_factory, api: 
         writer.write(frame)
         await writer.drain()
         await asyncio.sleep(0.5)
-        assert await answers(b.port, timeout=5), "broker stopped answering after a huge partition count"
-        head = await asyncio.wait_for(reader.read(4), 10)
+        assert await _watched(b, answers(b.port, timeout=5)), "broker stopped answering after a huge partition count"
+        try:
+            head = await _watched(b, asyncio.wait_for(reader.read(4), 10))
+        except TimeoutError:
+            pytest.fail("the request was not answered within 10 s")
         assert head, "the request was never answered (connection closed instead of an error code)"
     finally:
         writer.transport.abort()
