@@ -86,6 +86,7 @@ def summary(args: argparse.Namespace, r: RunResult, health: dict, missing: list[
         windows.setdefault(int((when - t0) // WINDOW_S), []).append(d)
     return {
         "bench": "fuzz", "machine": machine(), "seed": r.seed, "requests_asked": args.requests,
+        "excluded_apis": args.exclude,
         "requests_sent": s.sent, "connections": s.connections, "elapsed_s": round(r.elapsed, 1),
         "answered": s.responses, "closed_by_broker": s.closed_by_broker, "timed_out": s.timeouts,
         "refused_connects": s.refused, "skipped_unsafe": s.skipped_unsafe, "bad_responses": s.bad_responses,
