@@ -11,6 +11,7 @@
 - `traffic`: confluent-kafka producers and consumers that generate and read load
 - `replication`: KIP-73 throttle settings and catch-up sampling, log sizes on disk
 - `metrics`: reading a broker's Prometheus endpoint
+- `recording`: `RecordingProxy`, a proxy that keeps the request frames real clients send (the fuzz seeds)
 
 Import the module you need (`from tests.support.brokers import BrokerProcess`); never a helper from a test module.
 """
