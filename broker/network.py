@@ -347,6 +347,7 @@ class Listener:
         self.limits = limits or ConnectionLimits()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
         self.connections: set[Connection] = set()
         self._hangups = HangupWatch()
 
@@ -359,6 +360,7 @@ class Listener:
         self.limits.start_idle_expiry(self.connections)
 
     async def stop(self) -> None:
+        self._stopping = True
         self.limits.stop()
         if self._server is not None:
             self._server.close()
@@ -388,7 +390,10 @@ class Listener:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the peer went away, possibly mid-request; nothing to answer
         except asyncio.CancelledError:
-            if not _abandoned(conn):
+            # Ended on purpose (the client left, or the listener stops): the task ends normally.
+            # Ending it cancelled would make asyncio's start_server callback log a
+            # CancelledError traceback for every connection still waiting at shutdown.
+            if not (_abandoned(conn) or self._stopping):
                 raise
         except Exception:
             log.exception("connection.failed", peer=conn.peer)

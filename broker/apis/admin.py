@@ -18,7 +18,7 @@ from broker.apis import assignment_bounds
 from broker.metadata import MetadataCache, topic_name_error
 from broker.signal import Signal
 from broker.zk import layout as L
-from broker.zk.client import NodeExistsError, NoNodeError, ZkClient
+from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 from broker.zk.config_entities import TOPIC_KEYS, InvalidConfig, validate
 from protocol.errors import ErrorCode
 
@@ -249,8 +249,29 @@ class Admin:
         return await assign_replicas_async(live, count - current, rf, start_partition=current)
 
     async def add_partitions(self, name: str, additions: dict[int, list[int]]) -> None:
-        data, version = await self.zk.get(L.topic_path(name))
-        full = L.decode_assignment(data)
-        full.update(additions)
-        await self.zk.set(L.topic_path(name), await encode_assignment_async(full), version=version)
+        """Write the grown assignment with a conditional set on what was read.
+
+        A topic deleted or grown by someone else since the request was validated is answered
+        with Kafka's error for that state (unknown topic; or INVALID_PARTITIONS naming the count
+        it now has, since every growth starts at the current count, two always collide), never
+        by overwriting the other change or letting the conflict out as a failed connection."""
+        path = L.topic_path(name)
+        try:
+            data, version = await self.zk.get(path)
+            full = L.decode_assignment(data)
+            if additions.keys() & full.keys():
+                raise AdminError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Topic {name} currently has {len(full)} partitions: it changed meanwhile")
+            full.update(additions)
+            await self.zk.set(path, await encode_assignment_async(full), version=version)
+        except NoNodeError:
+            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} was deleted meanwhile") from None
+        except BadVersionError:
+            try:
+                now = len(L.decode_assignment((await self.zk.get(path))[0]))
+            except NoNodeError:
+                raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"Topic {name} was deleted meanwhile") from None
+            raise AdminError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic {name} currently has {now} partitions: it changed meanwhile") from None
         log.info("topic.partitions_added", topic=name, partitions=len(full))

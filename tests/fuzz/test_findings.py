@@ -13,12 +13,14 @@ import struct
 
 import pytest
 
+from broker.zk import layout as L
 from protocol.api_keys import ApiKey
 from protocol.headers import encode_request_header
 from protocol.schema import request_codec
 from tests.fuzz.runner import answers, rss_bytes, socket_count, sockets_back, tracebacks
 from tests.support.topics import create_topic
 from tests.support.wire import connect
+from tests.support.zookeeper import zk_connect
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +30,22 @@ RSS_LIMIT = 1 << 30
 def _frame(key: ApiKey, version: int, body: dict, correlation_id: int = 1) -> bytes:
     data = encode_request_header(key, version, correlation_id, "fuzz-finding") + request_codec(key, version).encode(body)
     return struct.pack(">i", len(data)) + data
+
+
+async def _forged_leader_and_isr(b, topic: str) -> dict:  # noqa: ANN001
+    """LeaderAndIsr at the current version with the broker's real epochs (read from ZooKeeper):
+    a forger who knows them gets past the KIP-380 checks, so the name checks must hold alone."""
+    async with zk_connect(b.zk_connect) as zk:
+        controller_epoch = int((await zk.get(L.CONTROLLER_EPOCH))[0])
+        broker_epoch = await zk.czxid(L.broker_path(b.broker_id))
+    state = {"topic_name": topic, "partition_index": 0, "controller_epoch": controller_epoch, "leader": 0,
+             "leader_epoch": 1, "isr": [0], "partition_epoch": 0, "replicas": [0]}
+    body = {"controller_id": 0, "controller_epoch": controller_epoch, "broker_epoch": broker_epoch,
+            "topic_states": [{"topic_name": topic, "partition_states": [state]}],
+            "live_leaders": [{"broker_id": 0, "host_name": "127.0.0.1", "port": b.port}]}
+    async with await connect(b) as conn:
+        await create_topic(conn, "first")  # a controller has been elected and /controller_epoch exists
+        return await conn.request(ApiKey.LEADER_AND_ISR, 2, body, 10)
 
 
 async def _watched(b, aw):  # noqa: ANN001, ANN202
@@ -136,12 +154,7 @@ async def test_leader_and_isr_with_unusable_topic_name_answers_with_error(broker
     the connection. The broker must answer (an error for that partition, e.g.
     KAFKA_STORAGE_ERROR or INVALID_TOPIC_EXCEPTION) and log no traceback."""
     b = broker_factory(0)
-    state = {"topic_name": "bad\x00name", "partition_index": 0, "controller_epoch": 1, "leader": 0,
-             "leader_epoch": 1, "isr": [0], "partition_epoch": 0, "replicas": [0]}
-    body = {"controller_id": 0, "controller_epoch": 1, "ungrouped_partition_states": [state],
-            "live_leaders": [{"broker_id": 0, "host_name": "127.0.0.1", "port": b.port}]}
-    async with await connect(b) as conn:
-        resp = await conn.request(ApiKey.LEADER_AND_ISR, 0, body, 10)
+    resp = await _forged_leader_and_isr(b, "bad\x00name")
     assert resp["partition_errors"][0]["error_code"] != 0
     assert tracebacks(b.log_path.read_text()) == []
 
@@ -171,12 +184,7 @@ async def test_leader_and_isr_topic_name_cannot_leave_log_dirs(broker_factory) -
     names (Topic.validate: only [a-zA-Z0-9._-]); the broker must answer with an error and
     create nothing outside log.dirs."""
     b = broker_factory(0)
-    state = {"topic_name": "../../escaped", "partition_index": 0, "controller_epoch": 1, "leader": 0,
-             "leader_epoch": 1, "isr": [0], "partition_epoch": 0, "replicas": [0]}
-    body = {"controller_id": 0, "controller_epoch": 1, "ungrouped_partition_states": [state],
-            "live_leaders": [{"broker_id": 0, "host_name": "127.0.0.1", "port": b.port}]}
-    async with await connect(b) as conn:
-        resp = await conn.request(ApiKey.LEADER_AND_ISR, 0, body, 10)
+    resp = await _forged_leader_and_isr(b, "../../escaped")
     escaped = b.log_dir.parent.parent / "escaped-0"
     created = escaped.exists()
     shutil.rmtree(escaped, ignore_errors=True)  # pytest's temporary tree, outside the test's own dir
