@@ -24,8 +24,12 @@ class Signal:
     async def wait(self, timeout: float) -> None:
         if self._fut is None:
             self._fut = asyncio.get_running_loop().create_future()
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancellation that
+        # arrives as the awaited future completes, and this future completes on every append,
+        # so a long poll whose client left (cancelled by the listener) went on waiting.
         try:
-            await asyncio.wait_for(asyncio.shield(self._fut), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._fut)
         except TimeoutError:
             pass
 
