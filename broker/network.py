@@ -123,10 +123,43 @@ class Connection:
         self.writer.writelines(pieces)
 
     def peer_went(self) -> None:
-        """The peer closed or reset the connection: cut short what runs now, if it is abandonable."""
+        """The peer closed or reset the connection: cut short what runs now, if it is abandonable.
+
+        A request that must run to its end (admin, controller: their ZooKeeper writes are not
+        cut short) keeps running, but the socket is released now, as Kafka's selector closes a
+        disconnected channel at once and drops the response when it comes: a client cannot
+        hold file descriptors by leaving requests with long timeouts behind it."""
+        if self.peer_gone:
+            return
         self.peer_gone = True
-        if self.abandonable and self.task is not None and not self.task.done():
+        if self.task is None or self.task.done():
+            return
+        if self.abandonable:
             self.task.cancel()
+        else:
+            self.unwatch_hangup()
+            self.writer.transport.abort()
+
+    def _fd(self) -> int:
+        sock = self.writer.get_extra_info("socket")
+        return sock.fileno() if sock is not None else -1
+
+    def watch_hangup(self) -> None:
+        """Watch the socket itself for the peer hanging up, for a request that is taking a while.
+
+        The StreamReader pauses the transport once a client has pipelined more than its
+        buffer, and a paused transport does not see EOF; a client that sends a long wait
+        (a long poll, an admin request's timeout) and a burst behind it, then leaves, would
+        keep its socket in CLOSE-WAIT until the wait ends. Armed only after a request has run
+        for WATCH_AFTER_S, so quick requests cost a timer and nothing else."""
+        fd = self._fd()
+        if self.hangups is not None and fd >= 0 and not self.peer_gone:
+            self.hangups.add(fd, self)
+
+    def unwatch_hangup(self) -> None:
+        fd = self._fd()
+        if self.hangups is not None and fd >= 0:
+            self.hangups.discard(fd, self)
 
     async def _hold(self, delay: float) -> None:
         """Wait out a held response's throttle time; a peer hanging up meanwhile ends it.
@@ -164,6 +197,10 @@ class Connection:
             self.abandonable = False
 
 
+# A request still running after this long has its socket watched for the peer hanging up.
+WATCH_AFTER_S = 0.2
+
+
 class HangupWatch:
     """Peers hanging up (EPOLLRDHUP, HUP, ERR) on sockets whose transport has stopped reading.
 
@@ -176,14 +213,23 @@ class HangupWatch:
         self._conns: dict[int, Connection] = {}
 
     def add(self, fd: int, conn: Connection) -> None:
+        """Watch `fd` for `conn` (again: a no-op; a stale entry of a closed socket is replaced)."""
+        current = self._conns.get(fd)
+        if current is conn:
+            return
+        if current is not None:
+            self.discard(fd)
         if self._epoll is None:
             self._epoll = select.epoll()
             asyncio.get_running_loop().add_reader(self._epoll.fileno(), self._ready)
         self._epoll.register(fd, select.EPOLLRDHUP)
         self._conns[fd] = conn
 
-    def discard(self, fd: int) -> None:
-        """Before the socket closes: its number may be reused by the next connection."""
+    def discard(self, fd: int, conn: Connection | None = None) -> None:
+        """Before the socket closes: its number may be reused by the next connection.
+        With `conn`, only if the entry is that connection's (the number may be another's now)."""
+        if conn is not None and self._conns.get(fd) is not conn:
+            return
         if self._conns.pop(fd, None) is not None and self._epoll is not None:
             with contextlib.suppress(OSError):
                 self._epoll.unregister(fd)
@@ -417,7 +463,15 @@ class Listener:
             # The frame is referenced only inside this call, so a response held for its
             # throttle time no longer keeps the request's records alive.
             async with self.limits.request(conn, size):
-                if not await self.dispatcher.handle(conn, await reader.readexactly(size)):
+                frame = await reader.readexactly(size)
+                watch = asyncio.get_running_loop().call_later(WATCH_AFTER_S, conn.watch_hangup)
+                try:
+                    handled = await self.dispatcher.handle(conn, frame)
+                finally:
+                    watch.cancel()
+                    conn.unwatch_hangup()
+                del frame
+                if not handled:
                     return
             transport = conn.writer.transport
             if not transport.is_closing() and transport.get_write_buffer_size() > (4 << 20):

@@ -32,6 +32,9 @@ class Script:
             conn.hold([b"\x00\x00\x00\x01R"], 30)
         elif kind == b"M":  # a plain mute (acks=0 throttled): nothing held
             conn.mute_for(0.3)
+        elif kind == b"A":  # an admin request: runs to its end, long after its client has gone
+            self.waiting.set()
+            await asyncio.sleep(30)
         return True
 
     async def _wait(self) -> None:
@@ -110,3 +113,31 @@ async def test_stopping_the_listener_still_cancels_a_live_client(served: tuple[L
     await listener.stop()
     assert script.cancelled.is_set() and not listener.connections
     writer.close()
+
+
+def server_socket_closed(listener: Listener) -> bool:
+    return all(c.writer.transport.is_closing() for c in listener.connections)
+
+
+async def test_a_request_that_runs_to_its_end_releases_the_socket_when_its_client_closes(
+        served: tuple[Listener, Script]) -> None:
+    # Kafka's selector closes a disconnected channel at once and drops the late response; a
+    # client must not hold the broker's file descriptors with requests left behind it.
+    listener, script = served
+    await send_and_close(listener, b"A", wait=script.waiting.wait)
+    for _ in range(200):
+        if listener.connections and server_socket_closed(listener):
+            break
+        await asyncio.sleep(0.01)
+    assert listener.connections and server_socket_closed(listener)
+    assert not script.cancelled.is_set()
+
+
+async def test_a_client_that_left_a_burst_behind_its_long_poll_is_let_go(served: tuple[Listener, Script]) -> None:
+    # Frames pipelined behind a waiting request fill the reader's buffer, the transport stops
+    # reading and would never see the EOF; the socket itself is watched instead.
+    listener, script = served
+    burst = [b"X" * (512 << 10)] * 6  # 3 MiB behind the wait: more than the reader buffers
+    await send_and_close(listener, b"W", *burst, wait=script.waiting.wait)
+    await asyncio.wait_for(script.cancelled.wait(), 3)
+    await asyncio.wait_for(closed_by_server(listener), 3)
