@@ -75,7 +75,7 @@ class Dispatcher:
             log.warning("request.unknown_api_key", peer=conn.peer, api_key=key)
             return False
         if not registry.is_served(key, version):
-            if key == registry.API_VERSIONS_KEY:
+            if key == ApiKey.API_VERSIONS:
                 body = registry.unsupported_api_versions_body()
                 conn.write(frame(encode_response_header(header.correlation_id, key, 0), body))
                 return True

@@ -38,7 +38,6 @@ class MetadataCache:
     brokers: dict[int, L.BrokerInfo] = field(default_factory=dict)
     topics: dict[str, dict[int, PartitionInfo]] = field(default_factory=dict)
     controller_id: int = -1
-    controller_epoch: int = 0
 
     def partition(self, topic: str, index: int) -> PartitionInfo | None:
         parts = self.topics.get(topic)
@@ -47,7 +46,6 @@ class MetadataCache:
     def update(self, request: dict[str, Any]) -> None:
         """Apply an UpdateMetadata request (v0-v2 shapes)."""
         self.controller_id = request["controller_id"]
-        self.controller_epoch = request["controller_epoch"]
         brokers: dict[int, L.BrokerInfo] = {}
         for b in request["live_brokers"]:
             bid = b["id"]

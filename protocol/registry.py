@@ -31,7 +31,6 @@ def is_served(api_key: int, version: int) -> bool:
     return rng is not None and rng[0] <= version <= rng[1]
 
 
-API_VERSIONS_KEY = ApiKey.API_VERSIONS  # what broker.dispatch compares with
 UNSUPPORTED_VERSION = 35
 
 _V0_ENTRY = struct.Struct(">hhh")

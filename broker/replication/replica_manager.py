@@ -100,7 +100,6 @@ class ReplicaManager:
         except OSError as e:
             self.dir_failures.fail(self.log_dir, "create log dir", e)
         self.appended = Signal()
-        self.controller_epoch = 0
         self._checkpointed = self._read_checkpoint()
         self._isr_changes: set[tuple[str, int]] = set()
         self._last_isr_change_ms = 0.0
