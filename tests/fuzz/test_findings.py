@@ -35,6 +35,8 @@ def _frame(key: ApiKey, version: int, body: dict, correlation_id: int = 1) -> by
 async def _forged_leader_and_isr(b, topic: str) -> dict:  # noqa: ANN001
     """LeaderAndIsr at the current version with the broker's real epochs (read from ZooKeeper):
     a forger who knows them gets past the KIP-380 checks, so the name checks must hold alone."""
+    async with await connect(b) as conn:
+        await create_topic(conn, "first")  # a controller has been elected and /controller_epoch exists
     async with zk_connect(b.zk_connect) as zk:
         controller_epoch = int((await zk.get(L.CONTROLLER_EPOCH))[0])
         broker_epoch = await zk.czxid(L.broker_path(b.broker_id))
@@ -44,7 +46,6 @@ async def _forged_leader_and_isr(b, topic: str) -> dict:  # noqa: ANN001
             "topic_states": [{"topic_name": topic, "partition_states": [state]}],
             "live_leaders": [{"broker_id": 0, "host_name": "127.0.0.1", "port": b.port}]}
     async with await connect(b) as conn:
-        await create_topic(conn, "first")  # a controller has been elected and /controller_epoch exists
         return await conn.request(ApiKey.LEADER_AND_ISR, 2, body, 10)
 
 
