@@ -486,6 +486,11 @@ class Controller:
         its registration, which the Kafka protocol tells no one but that broker), so a client naming
         another broker is refused (STALE_BROKER_EPOCH).
         """
+        if broker_epoch < 0:
+            # Versions 0-1 carry no epoch: refused at once, not behind whatever the event queue
+            # is doing (a forger's request must not wait on, or for, the controller's work).
+            log.warning("controller.controlled_shutdown_refused", broker=broker_id, broker_epoch=broker_epoch)
+            return None
         done: asyncio.Future[list[TP] | None] = asyncio.get_running_loop().create_future()
 
         async def handle() -> None:
