@@ -32,6 +32,9 @@ import structlog
 from broker.config import BrokerConfig
 from broker.log import FileSlice, KafkaStorageError, Log, OffsetOutOfRange
 from broker.log.dirs import partition_dir
+from broker.log.log import CLEAN_SHUTDOWN
+from broker.log.producer_state import BatchMetadata, ProducerStateError, producer_batches
+from broker.log.producers import PartitionProducers
 from broker.metrics import Registry
 from broker.replication.isr import IsrTracker
 from broker.replication.log_dir_failure import LogDirFailureChannel, notify_controller
@@ -46,6 +49,8 @@ from quotas.rate import SimpleRate
 
 log = structlog.get_logger()
 CHECKPOINT = "replication-offset-checkpoint"
+# Kafka 2.8's LogManager.ProducerIdExpirationCheckIntervalMs (not a config there either).
+PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_S = 600
 
 
 # What check_follower_fetch says of a follower fetch (strings: handlers may not import this layer).
@@ -54,6 +59,11 @@ FollowerFetch = Literal["ok", "out_of_range", "not_assigned"]
 
 def _now_ms() -> float:
     return time.monotonic() * 1000
+
+
+def _wall_ms() -> int:
+    # Producer state ages by record timestamps (Kafka's lastTimestamp), so its clock is wall time.
+    return int(time.time() * 1000)
 
 
 @dataclass
@@ -72,6 +82,7 @@ class Partition:
     tracker: IsrTracker | None = None
     bytes_in: SimpleRate = field(default_factory=lambda: SimpleRate(11, 1.0))
     offline: bool = False  # its log directory failed: KAFKA_STORAGE_ERROR to every request
+    producers: PartitionProducers | None = None  # idempotent producers' state, kept with the log
 
     @property
     def log_end_offset(self) -> int:
@@ -84,10 +95,11 @@ class Partition:
 
 class ReplicaManager:
     def __init__(self, config: BrokerConfig, zk: ZkClient, metrics: Registry,
-                 clock: Callable[[], float] = _now_ms) -> None:
+                 clock: Callable[[], float] = _now_ms, wall_clock: Callable[[], int] = _wall_ms) -> None:
         self.config = config
         self.zk = zk
         self.clock = clock
+        self.wall_clock = wall_clock
         self.broker_id = config.broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.log_dir: Path = config.log_dirs[0]
@@ -121,6 +133,9 @@ class ReplicaManager:
                       lambda: [({"topic": p.topic, "partition": str(p.index)}, p.log_end_offset)
                                for p in self.partitions.values()])
         metrics.gauge("partitions", "Partitions hosted on this broker", lambda: [({}, len(self.partitions))])
+        metrics.gauge("producer_ids", "Producer ids with state in each hosted partition (Kafka's ProducerIdCount)",
+                      lambda: [({"topic": p.topic, "partition": str(p.index)}, len(p.producers.states))
+                               for p in self.partitions.values() if p.producers is not None])
         metrics.gauge("leader_partitions", "Partitions this broker leads",
                       lambda: [({}, sum(1 for p in self.partitions.values() if p.leader == self.broker_id))])
 
@@ -129,6 +144,7 @@ class ReplicaManager:
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._isr_upkeep()))
         self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
+        self._tasks.append(asyncio.create_task(self._producer_expiry_loop()))
         self._tasks.append(asyncio.create_task(notify_controller(self.dir_failures, self.zk, self.broker_id)))
 
     async def stop(self) -> None:
@@ -141,6 +157,8 @@ class ReplicaManager:
                 part.log.abandon()  # no clean-shutdown marker in a failed directory
                 continue
             try:
+                if part.producers is not None:
+                    part.producers.close()  # a snapshot at the log end: the next start reads no log
                 part.log.close()
             except KafkaStorageError as e:
                 self.fail_dir("close", e)
@@ -199,13 +217,20 @@ class ReplicaManager:
                 raise KafkaStorageError(self.log_dir, "open", OSError(self.dir_failures.offline[self.log_dir]))
             try:
                 # partition_dir refuses names that would leave the log dir (the handlers check first).
-                plog = Log.open(partition_dir(self.log_dir, topic, index),
-                                segment_bytes=segment_bytes or self.config.log_segment_bytes)
+                directory = partition_dir(self.log_dir, topic, index)
+                clean = (directory / CLEAN_SHUTDOWN).exists()  # Log.open consumes the marker
+                plog = Log.open(directory, segment_bytes=segment_bytes or self.config.log_segment_bytes)
+                producers = PartitionProducers(plog, self.config.transactional_id_expiration_ms)
+                try:
+                    producers.load(self.wall_clock(), clean)
+                except KafkaStorageError:
+                    plog.abandon()
+                    raise
             except KafkaStorageError as e:
                 self._unopened_offline.add((topic, index))
                 self.fail_dir("open", e)
                 raise
-            part = Partition(topic, index, plog)
+            part = Partition(topic, index, plog, producers=producers)
             part.high_watermark = min(self._checkpointed.get((topic, index), 0), plog.log_end_offset)
             self.partitions[(topic, index)] = part
             log.info("partition.opened", topic=topic, partition=index, log_end_offset=plog.log_end_offset,
@@ -278,6 +303,7 @@ class ReplicaManager:
                      log_end_offset=part.log_end_offset)
             try:
                 part.log.truncate_to(part.high_watermark)
+                self._producers_truncated(part)
             except KafkaStorageError as e:
                 self.fail_dir("truncate", e)
                 raise
@@ -331,8 +357,27 @@ class ReplicaManager:
         except RecordsError as e:
             log.warning("produce.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
             return ErrorCode(e.error_code), -1, None
+        # Idempotent producers: checked against the partition's producer state after the records
+        # are valid and before anything is written. No await from here to the commit below, so two
+        # produces of one producer cannot interleave between check and append.
+        producers = part.producers
+        staged = None
+        if producers is not None:
+            try:
+                staged = producers.states.check_client(producer_batches(data), info.first_offset)
+            except ProducerStateError as e:
+                log.warning("produce.producer_state_refused", topic=part.topic, partition=part.index,
+                            error_code=int(e.error_code), reason=str(e))
+                return e.error_code, -1, None
+            if isinstance(staged, BatchMetadata):
+                # A retry of a batch already in the log: Kafka answers with its original offsets.
+                dup = AppendInfo(b"", staged.first_offset, staged.last_offset, 0, staged.timestamp, 0, info.magic)
+                return ErrorCode.NONE, staged.first_offset, dup
         try:
             part.log.append(info.buffer, info.last_offset)
+            if producers is not None and staged is not None:
+                producers.states.commit(staged, part.log_end_offset)
+                producers.after_append()
         except KafkaStorageError as e:
             # The log left no trace of this append; the directory goes offline all the same.
             self.fail_dir("append", e)
@@ -367,8 +412,11 @@ class ReplicaManager:
             log.error("follower.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
             raise
         if end:
+            appended = data[:end] if end < len(data) else data
             try:
-                part.log.append(data[:end] if end < len(data) else data, last_offset)
+                part.log.append(appended, last_offset)
+                if part.producers is not None:
+                    part.producers.replicated(appended)  # no checks on a follower, only the state
             except KafkaStorageError as e:
                 self.fail_dir("append", e)
                 raise
@@ -384,6 +432,7 @@ class ReplicaManager:
         if part is not None and not part.offline:
             try:
                 part.log.truncate_to(offset)
+                self._producers_truncated(part)
             except KafkaStorageError as e:
                 self.fail_dir("truncate", e)
                 raise
@@ -396,10 +445,27 @@ class ReplicaManager:
         if part is not None and not part.offline:
             try:
                 part.log.truncate_fully_and_start_at(offset)
+                if part.producers is not None:
+                    part.producers.restarted_at(offset)
             except KafkaStorageError as e:
                 self.fail_dir("truncate", e)
                 raise
             part.high_watermark = offset
+
+    def _producers_truncated(self, part: Partition) -> None:
+        if part.producers is not None:
+            part.producers.truncated(self.wall_clock())
+
+    async def _producer_expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_S)
+            self.remove_expired_producers()
+
+    def remove_expired_producers(self) -> None:
+        now = self.wall_clock()
+        for part in list(self.partitions.values()):
+            if part.producers is not None and not part.offline:
+                part.producers.remove_expired(now)
 
     # ---- fetch -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from protocol.messages import (
     create_topics,
     delete_topics,
     fetch,
+    init_producer_id,
     leader_and_isr,
     list_offsets,
     metadata,
@@ -572,6 +573,27 @@ class DeleteTopicsResponse(TypedDict):
     responses: list[DeleteTopicsResponseResponse]
 
 
+# ---- InitProducerId (key 22), versions 0-4 -------------------------------------------------------
+
+
+class InitProducerIdRequest(TypedDict):
+    """InitProducerId request, versions 0-4."""
+
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: NotRequired[int]
+    producer_epoch: NotRequired[int]
+
+
+class InitProducerIdResponse(TypedDict):
+    """InitProducerId response, versions 0-4."""
+
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+
+
 # ---- CreatePartitions (key 37), versions 0-3 -----------------------------------------------------
 
 
@@ -645,5 +667,7 @@ CONTROLLED_SHUTDOWN: Api[ControlledShutdownRequest, ControlledShutdownResponse] 
 API_VERSIONS: Api[ApiVersionsRequest, ApiVersionsResponse] = Api(api_versions.API_KEY, api_versions.NAME)
 CREATE_TOPICS: Api[CreateTopicsRequest, CreateTopicsResponse] = Api(create_topics.API_KEY, create_topics.NAME)
 DELETE_TOPICS: Api[DeleteTopicsRequest, DeleteTopicsResponse] = Api(delete_topics.API_KEY, delete_topics.NAME)
+INIT_PRODUCER_ID: Api[InitProducerIdRequest, InitProducerIdResponse] = Api(
+    init_producer_id.API_KEY, init_producer_id.NAME)
 CREATE_PARTITIONS: Api[CreatePartitionsRequest, CreatePartitionsResponse] = Api(
     create_partitions.API_KEY, create_partitions.NAME)
