@@ -75,6 +75,8 @@ class PartitionProducers:
         """Rebuild the table for the log as opened (see the module docstring)."""
         try:
             end = self.log.log_end_offset
+            for tmp in self.directory.glob(f"*{SNAPSHOT_SUFFIX}.tmp"):  # a crash while writing one
+                tmp.unlink(missing_ok=True)
             for off in list_snapshots(self.directory):
                 if off > end:
                     snapshot_path(self.directory, off).unlink(missing_ok=True)
