@@ -33,7 +33,7 @@ from broker.config import BrokerConfig
 from broker.log import FileSlice, KafkaStorageError, Log, OffsetOutOfRange
 from broker.log.dirs import partition_dir
 from broker.log.log import CLEAN_SHUTDOWN
-from broker.log.producer_state import BatchMetadata, ProducerStateError, producer_batches
+from broker.log.producer_state import BatchMetadata, ProducerBatch, ProducerStateError
 from broker.log.producers import PartitionProducers
 from broker.metrics import Registry
 from broker.replication.isr import IsrTracker
@@ -43,8 +43,8 @@ from broker.zk import layout as L
 from broker.zk.client import BadVersionError, NoNodeError, ZkClient
 from protocol.errors import ErrorCode
 from protocol.records.errors import RecordsError
-from protocol.records.message_set import AppendInfo, shallow_validate
-from protocol.records.records import validate_and_assign
+from protocol.records.records import shallow_validate
+from protocol.records.validator import ValidationConfig, validate
 from quotas.rate import SimpleRate
 
 log = structlog.get_logger()
@@ -64,6 +64,19 @@ def _now_ms() -> float:
 def _wall_ms() -> int:
     # Producer state ages by record timestamps (Kafka's lastTimestamp), so its clock is wall time.
     return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class LeaderAppend:
+    """What a leader append answers a producer: Produce's per-partition fields."""
+
+    error_code: ErrorCode
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
+    error_message: str | None = None
 
 
 @dataclass
@@ -344,48 +357,66 @@ class ReplicaManager:
             part.high_watermark = new_hw
             self.appended.fire()
 
-    def append(self, part: Partition, data: memoryview | bytes, acks: int,
-               max_message_bytes: int | None = None) -> tuple[ErrorCode, int, AppendInfo | None]:
+    def append(self, part: Partition, data: memoryview | bytes, acks: int, config: ValidationConfig | None = None,
+               produce_version: int = 2, transactional_id: str | None = None) -> LeaderAppend:
+        """A client's record set, validated (protocol.records.validator), numbered and appended.
+
+        Nothing is appended when anything fails; the result carries the partition's error code
+        (and Produce v8's record errors). Offsets are assigned by writing the log end offset
+        into the validated batch, which also gets this leader's epoch. Without a config, the
+        broker's `message.max.bytes` and Kafka's timestamp defaults apply.
+        """
+        if config is None:
+            config = ValidationConfig(self.config.message_max_bytes)
         if part.offline:
-            return ErrorCode.KAFKA_STORAGE_ERROR, -1, None
+            return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
         if acks == -1 and len(part.isr) < part.min_insync_replicas:
-            return ErrorCode.NOT_ENOUGH_REPLICAS, -1, None
+            return LeaderAppend(ErrorCode.NOT_ENOUGH_REPLICAS)
         if len(data) > part.log.segment_bytes:
-            return ErrorCode.RECORD_LIST_TOO_LARGE, -1, None
+            return LeaderAppend(ErrorCode.RECORD_LIST_TOO_LARGE)
         try:
-            info = validate_and_assign(data, part.log_end_offset, int(time.time() * 1000), max_message_bytes)
+            validated = validate(data, produce_version, int(time.time() * 1000), config, transactional_id)
         except RecordsError as e:
             log.warning("produce.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
-            return ErrorCode(e.error_code), -1, None
-        # Idempotent producers: checked against the partition's producer state after the records
-        # are valid and before anything is written. No await from here to the commit below, so two
-        # produces of one producer cannot interleave between check and append.
+            return LeaderAppend(ErrorCode(e.error_code), record_errors=e.record_errors, error_message=str(e))
+        # Idempotent producers: the validated batch is checked against the partition's producer
+        # state before anything is assigned or written. No await from here to the commit below, so
+        # two produces of one producer cannot interleave between check and append.
         producers = part.producers
         staged = None
-        if producers is not None:
+        if producers is not None and validated.producer_id >= 0:
+            batch = ProducerBatch(validated.producer_id, validated.producer_epoch, validated.base_sequence,
+                                  validated.last_offset_delta, validated.max_timestamp, 0)
             try:
-                staged = producers.states.check_client(producer_batches(data), info.first_offset)
+                staged = producers.states.check_client([batch], part.log_end_offset)
             except ProducerStateError as e:
                 log.warning("produce.producer_state_refused", topic=part.topic, partition=part.index,
                             error_code=int(e.error_code), reason=str(e))
-                return e.error_code, -1, None
+                return LeaderAppend(e.error_code, error_message=str(e))
             if isinstance(staged, BatchMetadata):
-                # A retry of a batch already in the log: Kafka answers with its original offsets.
-                dup = AppendInfo(b"", staged.first_offset, staged.last_offset, 0, staged.timestamp, 0, info.magic)
-                return ErrorCode.NONE, staged.first_offset, dup
+                # A retry of a batch already in the log: Kafka answers NONE with its original offsets
+                # (and, under LogAppendTime, its original append time).
+                append_time = staged.timestamp if validated.log_append_time >= 0 else -1
+                log.info("produce.duplicate_batch", topic=part.topic, partition=part.index,
+                         producer_id=validated.producer_id, base_sequence=validated.base_sequence,
+                         original_offset=staged.first_offset)
+                return LeaderAppend(ErrorCode.NONE, staged.first_offset, staged.last_offset, append_time,
+                                    part.log.log_start_offset)
+        first, last = validated.assign_offsets(part.log_end_offset)
+        validated.stamp_leader_epoch(part.leader_epoch)
         try:
-            part.log.append(info.buffer, info.last_offset)
+            part.log.append(validated.buffer, last)
             if producers is not None and staged is not None:
                 producers.states.commit(staged, part.log_end_offset)
                 producers.after_append()
         except KafkaStorageError as e:
             # The log left no trace of this append; the directory goes offline all the same.
             self.fail_dir("append", e)
-            return ErrorCode.KAFKA_STORAGE_ERROR, -1, None
-        part.bytes_in.record(len(info.buffer), self.clock())
+            return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
+        part.bytes_in.record(len(validated.buffer), self.clock())
         self._advance_hw(part)
         self.appended.fire()
-        return ErrorCode.NONE, info.first_offset, info
+        return LeaderAppend(ErrorCode.NONE, first, last, validated.log_append_time, part.log.log_start_offset)
 
     async def wait_for_hw(self, part: Partition, offset: int, timeout_s: float) -> ErrorCode:
         deadline = time.monotonic() + timeout_s

@@ -25,7 +25,7 @@ from tests.support.wire import connect
 from tests.support.zookeeper import zk_connect
 
 pytestmark = pytest.mark.integration
-PRODUCE_VERSION = 2  # the highest this branch serves before the v2 produce path lands; v2 batches pass
+PRODUCE_VERSION = 8  # Kafka 2.8's producer sends v8 (classic encoding, with log_start_offset and record errors)
 
 
 def batch(pid: int, epoch: int, seq: int, count: int, tag: str) -> bytes:
@@ -123,8 +123,6 @@ async def test_retry_gap_and_fencing(broker_factory: Callable[..., BrokerProcess
         await conn.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the log stores message format v1 until the v2 produce path (branch "
-                                       "v2-produce) lands: a rebuild after a crash finds no producer ids in it")
 async def test_state_rebuilt_from_the_log_after_kill_9(broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory(0)
     await create_topic(broker, "crash")
