@@ -19,6 +19,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from protocol.messages import fetch as fetch_messages
 from tests.support.cluster import Cluster
 from tests.support.metrics import metric
 from tests.support.traffic import produce_one
@@ -112,9 +113,9 @@ async def kill_leader_twice(cluster: Cluster, topic: str, sent: list[int], done:
 
 
 # librdkafka writes magic 2 (and so producer ids) only to brokers that also serve Fetch v4+
-# (its MsgVer2 feature); until then it sends magic 1 inside Produce v9, which is refused.
-NEEDS_FETCH_V4 = pytest.mark.xfail(strict=True, reason="librdkafka needs Fetch v4+ for message format v2 "
-                                                       "(branch v2-fetch)")
+# (its MsgVer2 feature); against Fetch 0-3 it sends magic 1 inside Produce v9, which is refused.
+NEEDS_FETCH_V4 = pytest.mark.xfail(fetch_messages.VERSIONS[1] < 4, strict=True,
+                                   reason="librdkafka needs Fetch v4+ for message format v2 (branch v2-fetch)")
 
 
 @pytest.mark.parametrize("client", [pytest.param("confluent-kafka", marks=NEEDS_FETCH_V4), "kafka-python"])
