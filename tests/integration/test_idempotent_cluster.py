@@ -168,3 +168,18 @@ async def test_transactional_producer_gets_a_fatal_error_at_once(cluster: Cluste
     # Refused, not timed out: a fatal error (no FindCoordinator for transactions, or
     # TRANSACTIONAL_ID_AUTHORIZATION_FAILED from InitProducerId), reported by the client.
     assert err.fatal() and err.code() != KafkaError._TIMED_OUT, err
+
+    # kafka-python: refused too, with an error naming what is missing, not a timeout.
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaTimeoutError
+
+    def kafka_python_init() -> None:
+        kp = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="tx-refused-2", max_block_ms=60_000)
+        try:
+            kp.init_transactions()
+        finally:
+            kp.close(5)
+
+    with pytest.raises(Exception) as kp_err:  # noqa: PT011 - any error but a timeout
+        await asyncio.to_thread(kafka_python_init)
+    assert not isinstance(kp_err.value, KafkaTimeoutError), kp_err.value
