@@ -53,7 +53,6 @@ SNAPSHOT_VERSION = 1
 # Attribute bits of a RecordBatch v2 (Kafka's DefaultRecordBatch).
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
-_MAGIC_AT = 16
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -187,10 +186,6 @@ def producer_batches(buf: bytes | memoryview) -> Iterator[ProducerBatch]:
             yield ProducerBatch(pid, epoch, base_seq, last_delta, max_ts, attributes, base_offset)
         pos += size
     del view
-
-
-def first_entry_magic(buf: bytes | memoryview) -> int:
-    return buf[_MAGIC_AT] if len(buf) > _MAGIC_AT else -1
 
 
 class _Pending:

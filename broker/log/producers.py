@@ -28,9 +28,7 @@ import structlog
 from broker.log.errors import KafkaStorageError
 from broker.log.log import Log
 from broker.log.producer_state import (
-    BatchMetadata,
     CorruptSnapshot,
-    ProducerBatch,
     ProducerStates,
     producer_batches,
 )
@@ -133,9 +131,6 @@ class PartitionProducers:
         """A follower appended `data` (whole entries): update the table without checks."""
         self.states.replicate(producer_batches(data), self.log.log_end_offset)
         self.after_append()
-
-    def duplicate_or_none(self, batch: ProducerBatch) -> BatchMetadata | None:
-        return self.states.find_duplicate(batch)
 
     # ---- snapshots -------------------------------------------------------------------------
 
