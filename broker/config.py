@@ -185,7 +185,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "connections.max.idle.ms": ("connections_max_idle_ms", _int),  # negative: never closed for idleness
     "queued.max.request.bytes": ("queued_max_request_bytes", _int),  # <= 0: unbounded
     "message.max.bytes": ("message_max_bytes", _non_negative),
-    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", lambda k, v: _int(k, v, 1)),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _positive),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _positive),
     "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _non_negative),
     "replica.fetch.response.max.bytes": ("replica_fetch_response_max_bytes", _non_negative),

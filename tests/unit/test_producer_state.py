@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from broker.config import ConfigError, build_config
 from broker.log.log import Log
 from broker.log.producer_state import (
     INT32_MAX,
@@ -314,3 +315,10 @@ def test_clean_log_without_snapshot_is_not_scanned(tmp_path: Path) -> None:
     producers.load(0, clean_shutdown=True)
     assert len(producers.states) == 0 and list_snapshots(tmp_path) == [2]
     reopened.close()
+
+
+def test_expiry_key_is_kafka_28s() -> None:
+    assert build_config({"broker.id": "1"}).transactional_id_expiration_ms == 604_800_000  # 7 days
+    assert build_config({"broker.id": "1", "transactional.id.expiration.ms": "1000"}).transactional_id_expiration_ms == 1000
+    with pytest.raises(ConfigError, match="transactional.id.expiration.ms"):
+        build_config({"broker.id": "1", "transactional.id.expiration.ms": "0"})
