@@ -322,3 +322,25 @@ def test_expiry_key_is_kafka_28s() -> None:
     assert build_config({"broker.id": "1", "transactional.id.expiration.ms": "1000"}).transactional_id_expiration_ms == 1000
     with pytest.raises(ConfigError, match="transactional.id.expiration.ms"):
         build_config({"broker.id": "1", "transactional.id.expiration.ms": "0"})
+
+
+def test_crash_rebuilds_from_the_last_roll_snapshot_and_the_log(tmp_path: Path) -> None:
+    log_ = Log.open(tmp_path, segment_bytes=400)
+    producers = PartitionProducers(log_, EXPIRY_MS)
+    producers.load(0, clean_shutdown=False)
+    for i in range(8):
+        write(log_, producers, PID, 0, 3 * i, 3)
+    write(log_, producers, 2, 4, 100, 2)
+    end = log_.log_end_offset
+    log_.abandon()  # kill -9: no close, no snapshot at the end, log recovered at open
+    snapshot_path(tmp_path, end).unlink(missing_ok=True)  # (had the last batch just rolled a segment)
+    assert list_snapshots(tmp_path)[-1] < end
+
+    reopened = Log.open(tmp_path, segment_bytes=400)
+    assert reopened.log_end_offset == end
+    rebuilt = PartitionProducers(reopened, EXPIRY_MS)
+    rebuilt.load(0, clean_shutdown=False)
+    assert rebuilt.states.map_end_offset == end
+    assert rebuilt.states.producers[PID].last_seq == 23 and rebuilt.states.producers[2].last_seq == 101
+    assert [(b.first_offset, b.last_offset) for b in rebuilt.states.producers[PID].batches][-1] == (21, 23)
+    reopened.close()
