@@ -139,6 +139,9 @@ class BrokerConfig:
     controlled_shutdown_enable: bool = True
     metrics_listener: str | None = None
     replication_throttle_leftover_warn_ms: int = 300000
+    # Kafka 2.8 expires a partition's idle producer ids after transactional.id.expiration.ms
+    # (LogManager's maxPidExpirationMs); producer.id.expiration.ms only came with Kafka 3.x.
+    transactional_id_expiration_ms: int = 604800000
     unknown_keys: list[str] = field(default_factory=list)
 
     @property
@@ -182,6 +185,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "connections.max.idle.ms": ("connections_max_idle_ms", _int),  # negative: never closed for idleness
     "queued.max.request.bytes": ("queued_max_request_bytes", _int),  # <= 0: unbounded
     "message.max.bytes": ("message_max_bytes", _non_negative),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _positive),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _positive),
     "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _non_negative),
     "replica.fetch.response.max.bytes": ("replica_fetch_response_max_bytes", _non_negative),

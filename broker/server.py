@@ -30,6 +30,7 @@ from broker.signal import Signal
 from broker.zk import layout as L
 from broker.zk.client import NodeExistsError, NoNodeError, ZkClient
 from broker.zk.dynamic_config import DynamicConfigManager
+from broker.zk.producer_ids import ProducerIdManager
 from broker.zk.topic_configs import TopicConfigs
 from quotas.client import ClientQuotaManager
 from quotas.controller_mutation import ControllerMutationQuotaManager
@@ -72,6 +73,7 @@ class Broker:
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable)
         self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,
                            self.metadata_updated)
+        self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.dispatcher = Dispatcher(self, ALL_APIS)
         lst = config.listeners[0]
         limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip,

@@ -172,3 +172,27 @@ if (fixed(RecordBatchHeader, last="batch_length").format != fixed(LogEntryHead).
 RECORD_BATCH_HEADER = fixed(RecordBatchHeader)
 RECORD_BATCH_HEADER_SIZE = size_of(RecordBatchHeader)  # 61
 RECORD_BATCH_CRC_FROM = offset_of(RecordBatchHeader, "attributes")  # 21
+
+# ---- producer state snapshot (`<offset>.snapshot`) -----------------------------------------------
+
+# A partition's producer table on disk: version, then a CRC32C of everything after the CRC
+# field, then an int32 entry count and the entries.
+# Kafka 2.8: kafka.log.ProducerStateManager (PidSnapshotMapSchema, ProducerSnapshotEntrySchema,
+# VersionOffset = 0, CrcOffset = 2, ProducerEntriesOffset = 6).
+ProducerSnapshotHead = c.Struct("version" / c.Int16sb, "crc" / c.Int32ub)
+ProducerSnapshotEntry = c.Struct(
+    "producer_id" / c.Int64sb,
+    "epoch" / c.Int16sb,
+    "last_sequence" / c.Int32sb,
+    "last_offset" / c.Int64sb,
+    "offset_delta" / c.Int32sb,
+    "timestamp" / c.Int64sb,
+    "coordinator_epoch" / c.Int32sb,
+    "current_txn_first_offset" / c.Int64sb,
+)
+ProducerSnapshot = c.Struct(*ProducerSnapshotHead.subcons,
+                            "entries" / c.PrefixedArray(c.Int32sb, ProducerSnapshotEntry))
+
+PRODUCER_SNAPSHOT_HEAD = fixed(ProducerSnapshotHead)
+PRODUCER_SNAPSHOT_ENTRY = fixed(ProducerSnapshotEntry)  # 46 bytes
+PRODUCER_SNAPSHOT_CRC_FROM = size_of(ProducerSnapshotHead)  # 6

@@ -10,6 +10,7 @@ from broker.apis import (  # noqa: F401  (imported to register)
     create_topics,
     delete_topics,
     fetch,
+    init_producer_id,
     leader_and_isr,
     list_offsets,
     metadata,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from broker.replication.roles import PartitionRoles
     from broker.replication.throttles import ReplicationThrottles
     from broker.signal import Signal
+    from broker.zk.producer_ids import ProducerIdManager
     from quotas.client import ClientQuotaManager
     from quotas.controller_mutation import ControllerMutationQuotaManager
 
@@ -54,6 +55,10 @@ class BrokerServices(Protocol):
     @property
     def mutation_quotas(self) -> ControllerMutationQuotaManager: ...
     def now_ms(self) -> float: ...
+
+    # Producer ids for InitProducerId (blocks claimed in ZooKeeper).
+    @property
+    def producer_ids(self) -> ProducerIdManager: ...
 
     # Topic administration (ZooKeeper writes) and the controller (ControlledShutdown).
     @property

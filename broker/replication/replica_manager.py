@@ -32,6 +32,9 @@ import structlog
 from broker.config import BrokerConfig
 from broker.log import FileSlice, KafkaStorageError, Log, OffsetOutOfRange
 from broker.log.dirs import partition_dir
+from broker.log.log import CLEAN_SHUTDOWN
+from broker.log.producer_state import BatchMetadata, ProducerBatch, ProducerStateError
+from broker.log.producers import PartitionProducers
 from broker.metrics import Registry
 from broker.replication.isr import IsrTracker
 from broker.replication.log_dir_failure import LogDirFailureChannel, notify_controller
@@ -40,12 +43,14 @@ from broker.zk import layout as L
 from broker.zk.client import BadVersionError, NoNodeError, ZkClient
 from protocol.errors import ErrorCode
 from protocol.records.errors import RecordsError
-from protocol.records.message_set import AppendInfo, shallow_validate
-from protocol.records.records import validate_and_assign
+from protocol.records.records import shallow_validate
+from protocol.records.validator import ValidationConfig, validate
 from quotas.rate import SimpleRate
 
 log = structlog.get_logger()
 CHECKPOINT = "replication-offset-checkpoint"
+# Kafka 2.8's LogManager.ProducerIdExpirationCheckIntervalMs (not a config there either).
+PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_S = 600
 
 
 # What check_follower_fetch says of a follower fetch (strings: handlers may not import this layer).
@@ -54,6 +59,24 @@ FollowerFetch = Literal["ok", "out_of_range", "not_assigned"]
 
 def _now_ms() -> float:
     return time.monotonic() * 1000
+
+
+def _wall_ms() -> int:
+    # Producer state ages by record timestamps (Kafka's lastTimestamp), so its clock is wall time.
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class LeaderAppend:
+    """What a leader append answers a producer: Produce's per-partition fields."""
+
+    error_code: ErrorCode
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
+    error_message: str | None = None
 
 
 @dataclass
@@ -72,6 +95,7 @@ class Partition:
     tracker: IsrTracker | None = None
     bytes_in: SimpleRate = field(default_factory=lambda: SimpleRate(11, 1.0))
     offline: bool = False  # its log directory failed: KAFKA_STORAGE_ERROR to every request
+    producers: PartitionProducers | None = None  # idempotent producers' state, kept with the log
 
     @property
     def log_end_offset(self) -> int:
@@ -84,10 +108,11 @@ class Partition:
 
 class ReplicaManager:
     def __init__(self, config: BrokerConfig, zk: ZkClient, metrics: Registry,
-                 clock: Callable[[], float] = _now_ms) -> None:
+                 clock: Callable[[], float] = _now_ms, wall_clock: Callable[[], int] = _wall_ms) -> None:
         self.config = config
         self.zk = zk
         self.clock = clock
+        self.wall_clock = wall_clock
         self.broker_id = config.broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.log_dir: Path = config.log_dirs[0]
@@ -121,6 +146,9 @@ class ReplicaManager:
                       lambda: [({"topic": p.topic, "partition": str(p.index)}, p.log_end_offset)
                                for p in self.partitions.values()])
         metrics.gauge("partitions", "Partitions hosted on this broker", lambda: [({}, len(self.partitions))])
+        metrics.gauge("producer_ids", "Producer ids with state in each hosted partition (Kafka's ProducerIdCount)",
+                      lambda: [({"topic": p.topic, "partition": str(p.index)}, len(p.producers.states))
+                               for p in self.partitions.values() if p.producers is not None])
         metrics.gauge("leader_partitions", "Partitions this broker leads",
                       lambda: [({}, sum(1 for p in self.partitions.values() if p.leader == self.broker_id))])
 
@@ -129,6 +157,7 @@ class ReplicaManager:
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._isr_upkeep()))
         self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
+        self._tasks.append(asyncio.create_task(self._producer_expiry_loop()))
         self._tasks.append(asyncio.create_task(notify_controller(self.dir_failures, self.zk, self.broker_id)))
 
     async def stop(self) -> None:
@@ -141,6 +170,8 @@ class ReplicaManager:
                 part.log.abandon()  # no clean-shutdown marker in a failed directory
                 continue
             try:
+                if part.producers is not None:
+                    part.producers.close()  # a snapshot at the log end: the next start reads no log
                 part.log.close()
             except KafkaStorageError as e:
                 self.fail_dir("close", e)
@@ -199,13 +230,20 @@ class ReplicaManager:
                 raise KafkaStorageError(self.log_dir, "open", OSError(self.dir_failures.offline[self.log_dir]))
             try:
                 # partition_dir refuses names that would leave the log dir (the handlers check first).
-                plog = Log.open(partition_dir(self.log_dir, topic, index),
-                                segment_bytes=segment_bytes or self.config.log_segment_bytes)
+                directory = partition_dir(self.log_dir, topic, index)
+                clean = (directory / CLEAN_SHUTDOWN).exists()  # Log.open consumes the marker
+                plog = Log.open(directory, segment_bytes=segment_bytes or self.config.log_segment_bytes)
+                producers = PartitionProducers(plog, self.config.transactional_id_expiration_ms)
+                try:
+                    producers.load(self.wall_clock(), clean)
+                except KafkaStorageError:
+                    plog.abandon()
+                    raise
             except KafkaStorageError as e:
                 self._unopened_offline.add((topic, index))
                 self.fail_dir("open", e)
                 raise
-            part = Partition(topic, index, plog)
+            part = Partition(topic, index, plog, producers=producers)
             part.high_watermark = min(self._checkpointed.get((topic, index), 0), plog.log_end_offset)
             self.partitions[(topic, index)] = part
             log.info("partition.opened", topic=topic, partition=index, log_end_offset=plog.log_end_offset,
@@ -278,6 +316,7 @@ class ReplicaManager:
                      log_end_offset=part.log_end_offset)
             try:
                 part.log.truncate_to(part.high_watermark)
+                self._producers_truncated(part)
             except KafkaStorageError as e:
                 self.fail_dir("truncate", e)
                 raise
@@ -318,29 +357,66 @@ class ReplicaManager:
             part.high_watermark = new_hw
             self.appended.fire()
 
-    def append(self, part: Partition, data: memoryview | bytes, acks: int,
-               max_message_bytes: int | None = None) -> tuple[ErrorCode, int, AppendInfo | None]:
+    def append(self, part: Partition, data: memoryview | bytes, acks: int, config: ValidationConfig | None = None,
+               produce_version: int = 2, transactional_id: str | None = None) -> LeaderAppend:
+        """A client's record set, validated (protocol.records.validator), numbered and appended.
+
+        Nothing is appended when anything fails; the result carries the partition's error code
+        (and Produce v8's record errors). Offsets are assigned by writing the log end offset
+        into the validated batch, which also gets this leader's epoch. Without a config, the
+        broker's `message.max.bytes` and Kafka's timestamp defaults apply.
+        """
+        if config is None:
+            config = ValidationConfig(self.config.message_max_bytes)
         if part.offline:
-            return ErrorCode.KAFKA_STORAGE_ERROR, -1, None
+            return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
         if acks == -1 and len(part.isr) < part.min_insync_replicas:
-            return ErrorCode.NOT_ENOUGH_REPLICAS, -1, None
+            return LeaderAppend(ErrorCode.NOT_ENOUGH_REPLICAS)
         if len(data) > part.log.segment_bytes:
-            return ErrorCode.RECORD_LIST_TOO_LARGE, -1, None
+            return LeaderAppend(ErrorCode.RECORD_LIST_TOO_LARGE)
         try:
-            info = validate_and_assign(data, part.log_end_offset, int(time.time() * 1000), max_message_bytes)
+            validated = validate(data, produce_version, int(time.time() * 1000), config, transactional_id)
         except RecordsError as e:
             log.warning("produce.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
-            return ErrorCode(e.error_code), -1, None
+            return LeaderAppend(ErrorCode(e.error_code), record_errors=e.record_errors, error_message=str(e))
+        # Idempotent producers: the validated batch is checked against the partition's producer
+        # state before anything is assigned or written. No await from here to the commit below, so
+        # two produces of one producer cannot interleave between check and append.
+        producers = part.producers
+        staged = None
+        if producers is not None and validated.producer_id >= 0:
+            batch = ProducerBatch(validated.producer_id, validated.producer_epoch, validated.base_sequence,
+                                  validated.last_offset_delta, validated.max_timestamp, 0)
+            try:
+                staged = producers.states.check_client([batch], part.log_end_offset)
+            except ProducerStateError as e:
+                log.warning("produce.producer_state_refused", topic=part.topic, partition=part.index,
+                            error_code=int(e.error_code), reason=str(e))
+                return LeaderAppend(e.error_code, error_message=str(e))
+            if isinstance(staged, BatchMetadata):
+                # A retry of a batch already in the log: Kafka answers NONE with its original offsets
+                # (and, under LogAppendTime, its original append time).
+                append_time = staged.timestamp if validated.log_append_time >= 0 else -1
+                log.info("produce.duplicate_batch", topic=part.topic, partition=part.index,
+                         producer_id=validated.producer_id, base_sequence=validated.base_sequence,
+                         original_offset=staged.first_offset)
+                return LeaderAppend(ErrorCode.NONE, staged.first_offset, staged.last_offset, append_time,
+                                    part.log.log_start_offset)
+        first, last = validated.assign_offsets(part.log_end_offset)
+        validated.stamp_leader_epoch(part.leader_epoch)
         try:
-            part.log.append(info.buffer, info.last_offset)
+            part.log.append(validated.buffer, last)
+            if producers is not None and staged is not None:
+                producers.states.commit(staged, part.log_end_offset)
+                producers.after_append()
         except KafkaStorageError as e:
             # The log left no trace of this append; the directory goes offline all the same.
             self.fail_dir("append", e)
-            return ErrorCode.KAFKA_STORAGE_ERROR, -1, None
-        part.bytes_in.record(len(info.buffer), self.clock())
+            return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
+        part.bytes_in.record(len(validated.buffer), self.clock())
         self._advance_hw(part)
         self.appended.fire()
-        return ErrorCode.NONE, info.first_offset, info
+        return LeaderAppend(ErrorCode.NONE, first, last, validated.log_append_time, part.log.log_start_offset)
 
     async def wait_for_hw(self, part: Partition, offset: int, timeout_s: float) -> ErrorCode:
         deadline = time.monotonic() + timeout_s
@@ -367,8 +443,11 @@ class ReplicaManager:
             log.error("follower.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
             raise
         if end:
+            appended = data[:end] if end < len(data) else data
             try:
-                part.log.append(data[:end] if end < len(data) else data, last_offset)
+                part.log.append(appended, last_offset)
+                if part.producers is not None:
+                    part.producers.replicated(appended)  # no checks on a follower, only the state
             except KafkaStorageError as e:
                 self.fail_dir("append", e)
                 raise
@@ -384,6 +463,7 @@ class ReplicaManager:
         if part is not None and not part.offline:
             try:
                 part.log.truncate_to(offset)
+                self._producers_truncated(part)
             except KafkaStorageError as e:
                 self.fail_dir("truncate", e)
                 raise
@@ -396,10 +476,27 @@ class ReplicaManager:
         if part is not None and not part.offline:
             try:
                 part.log.truncate_fully_and_start_at(offset)
+                if part.producers is not None:
+                    part.producers.restarted_at(offset)
             except KafkaStorageError as e:
                 self.fail_dir("truncate", e)
                 raise
             part.high_watermark = offset
+
+    def _producers_truncated(self, part: Partition) -> None:
+        if part.producers is not None:
+            part.producers.truncated(self.wall_clock())
+
+    async def _producer_expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_S)
+            self.remove_expired_producers()
+
+    def remove_expired_producers(self) -> None:
+        now = self.wall_clock()
+        for part in list(self.partitions.values()):
+            if part.producers is not None and not part.offline:
+                part.producers.remove_expired(now)
 
     # ---- fetch -----------------------------------------------------------------------
 

@@ -122,3 +122,32 @@ def decode_entity_config(data: bytes | None) -> dict[str, str]:
     obj = loads(data)
     cfg = obj.get("config") or {}
     return {str(k): str(v) for k, v in cfg.items()}
+
+
+# Kafka 2.8's ProducerIdManager: blocks of 1000 producer ids, both ends inclusive, the ids as
+# strings (JSON numbers would lose precision in readers that parse them as doubles).
+PRODUCER_ID_BLOCK_SIZE = 1000
+PRODUCER_ID_BLOCK_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProducerIdBlock:
+    broker_id: int
+    block_start: int
+    block_end: int
+
+    def encode(self) -> bytes:
+        return dumps({"version": PRODUCER_ID_BLOCK_VERSION, "broker": self.broker_id,
+                      "block_start": str(self.block_start), "block_end": str(self.block_end)})
+
+    @classmethod
+    def decode(cls, data: bytes) -> ProducerIdBlock:
+        obj = loads(data)
+        return cls(int(obj["broker"]), int(str(obj["block_start"])), int(str(obj["block_end"])))
+
+    def next_block(self, broker_id: int) -> ProducerIdBlock:
+        return ProducerIdBlock(broker_id, self.block_end + 1, self.block_end + PRODUCER_ID_BLOCK_SIZE)
+
+
+def first_producer_id_block(broker_id: int) -> ProducerIdBlock:
+    return ProducerIdBlock(broker_id, 0, PRODUCER_ID_BLOCK_SIZE - 1)

@@ -19,6 +19,7 @@ from protocol.messages import (
     create_topics,
     delete_topics,
     fetch,
+    init_producer_id,
     leader_and_isr,
     list_offsets,
     metadata,
@@ -27,7 +28,7 @@ from protocol.messages import (
     update_metadata,
 )
 
-# ---- Produce (key 0), versions 0-2 ---------------------------------------------------------------
+# ---- Produce (key 0), versions 0-9 ---------------------------------------------------------------
 
 
 class ProduceRequestTopicDataPartitionData(TypedDict):
@@ -45,11 +46,19 @@ class ProduceRequestTopicData(TypedDict):
 
 
 class ProduceRequest(TypedDict):
-    """Produce request, versions 0-2."""
+    """Produce request, versions 0-9."""
 
+    transactional_id: NotRequired[str | None]
     acks: int
     timeout_ms: int
     topic_data: list[ProduceRequestTopicData]
+
+
+class ProduceResponseResponsePartitionResponseRecordError(TypedDict):
+    """An element of ProduceResponse.responses[].partition_responses[].record_errors[]."""
+
+    batch_index: int
+    batch_index_error_message: str | None
 
 
 class ProduceResponseResponsePartitionResponse(TypedDict):
@@ -59,6 +68,9 @@ class ProduceResponseResponsePartitionResponse(TypedDict):
     error_code: int
     base_offset: int
     log_append_time_ms: NotRequired[int]
+    log_start_offset: NotRequired[int]
+    record_errors: NotRequired[list[ProduceResponseResponsePartitionResponseRecordError]]
+    error_message: NotRequired[str | None]
 
 
 class ProduceResponseResponse(TypedDict):
@@ -69,7 +81,7 @@ class ProduceResponseResponse(TypedDict):
 
 
 class ProduceResponse(TypedDict):
-    """Produce response, versions 0-2."""
+    """Produce response, versions 0-9."""
 
     responses: list[ProduceResponseResponse]
     throttle_time_ms: NotRequired[int]
@@ -572,6 +584,27 @@ class DeleteTopicsResponse(TypedDict):
     responses: list[DeleteTopicsResponseResponse]
 
 
+# ---- InitProducerId (key 22), versions 0-4 -------------------------------------------------------
+
+
+class InitProducerIdRequest(TypedDict):
+    """InitProducerId request, versions 0-4."""
+
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: NotRequired[int]
+    producer_epoch: NotRequired[int]
+
+
+class InitProducerIdResponse(TypedDict):
+    """InitProducerId response, versions 0-4."""
+
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+
+
 # ---- CreatePartitions (key 37), versions 0-3 -----------------------------------------------------
 
 
@@ -645,5 +678,7 @@ CONTROLLED_SHUTDOWN: Api[ControlledShutdownRequest, ControlledShutdownResponse] 
 API_VERSIONS: Api[ApiVersionsRequest, ApiVersionsResponse] = Api(api_versions.API_KEY, api_versions.NAME)
 CREATE_TOPICS: Api[CreateTopicsRequest, CreateTopicsResponse] = Api(create_topics.API_KEY, create_topics.NAME)
 DELETE_TOPICS: Api[DeleteTopicsRequest, DeleteTopicsResponse] = Api(delete_topics.API_KEY, delete_topics.NAME)
+INIT_PRODUCER_ID: Api[InitProducerIdRequest, InitProducerIdResponse] = Api(
+    init_producer_id.API_KEY, init_producer_id.NAME)
 CREATE_PARTITIONS: Api[CreatePartitionsRequest, CreatePartitionsResponse] = Api(
     create_partitions.API_KEY, create_partitions.NAME)
