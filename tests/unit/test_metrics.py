@@ -34,6 +34,7 @@ BROKER_FAMILIES = {
     ("controller_mutation_rate", "gauge"),
     ("controller_mutation_tokens", "gauge"),
     ("controller_mutation_throttle_time_ms", "gauge"),
+    ("producer_ids", "gauge"),
 }
 
 
