@@ -22,6 +22,7 @@ from protocol.messages import (
     leader_and_isr,
     list_offsets,
     metadata,
+    offset_for_leader_epoch,
     produce,
     stop_replica,
     update_metadata,
@@ -572,6 +573,54 @@ class DeleteTopicsResponse(TypedDict):
     responses: list[DeleteTopicsResponseResponse]
 
 
+# ---- OffsetForLeaderEpoch (key 23), versions 0-4 -------------------------------------------------
+
+
+class OffsetForLeaderEpochRequestTopicPartition(TypedDict):
+    """An element of OffsetForLeaderEpochRequest.topics[].partitions[]."""
+
+    partition: int
+    current_leader_epoch: NotRequired[int]
+    leader_epoch: int
+
+
+class OffsetForLeaderEpochRequestTopic(TypedDict):
+    """An element of OffsetForLeaderEpochRequest.topics[]."""
+
+    topic: str
+    partitions: list[OffsetForLeaderEpochRequestTopicPartition]
+
+
+class OffsetForLeaderEpochRequest(TypedDict):
+    """OffsetForLeaderEpoch request, versions 0-4."""
+
+    replica_id: NotRequired[int]
+    topics: list[OffsetForLeaderEpochRequestTopic]
+
+
+class OffsetForLeaderEpochResponseTopicPartition(TypedDict):
+    """An element of OffsetForLeaderEpochResponse.topics[].partitions[]."""
+
+    error_code: int
+    partition: int
+    leader_epoch: NotRequired[int]
+    end_offset: int
+
+
+class OffsetForLeaderEpochResponseTopic(TypedDict):
+    """An element of OffsetForLeaderEpochResponse.topics[]."""
+
+    topic: str
+    partitions: list[OffsetForLeaderEpochResponseTopicPartition]
+
+
+class OffsetForLeaderEpochResponse(TypedDict):
+    """OffsetForLeaderEpoch response, versions 0-4."""
+
+    throttle_time_ms: NotRequired[int]
+    topics: list[OffsetForLeaderEpochResponseTopic]
+
+
 # ---- CreatePartitions (key 37), versions 0-3 -----------------------------------------------------
 
 
@@ -645,5 +694,7 @@ CONTROLLED_SHUTDOWN: Api[ControlledShutdownRequest, ControlledShutdownResponse] 
 API_VERSIONS: Api[ApiVersionsRequest, ApiVersionsResponse] = Api(api_versions.API_KEY, api_versions.NAME)
 CREATE_TOPICS: Api[CreateTopicsRequest, CreateTopicsResponse] = Api(create_topics.API_KEY, create_topics.NAME)
 DELETE_TOPICS: Api[DeleteTopicsRequest, DeleteTopicsResponse] = Api(delete_topics.API_KEY, delete_topics.NAME)
+OFFSET_FOR_LEADER_EPOCH: Api[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse] = Api(
+    offset_for_leader_epoch.API_KEY, offset_for_leader_epoch.NAME)
 CREATE_PARTITIONS: Api[CreatePartitionsRequest, CreatePartitionsResponse] = Api(
     create_partitions.API_KEY, create_partitions.NAME)

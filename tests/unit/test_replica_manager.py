@@ -127,12 +127,17 @@ def test_follower_truncation_into_a_compressed_wrapper_keeps_hw_within_the_log(r
     assert part.high_watermark == 0  # never above the log end
 
 
-def test_becoming_follower_inside_a_compressed_wrapper_keeps_hw_within_the_log(rm: ReplicaManager) -> None:
+def test_becoming_follower_leaves_truncation_to_the_fetcher(rm: ReplicaManager) -> None:
+    # KIP-101: become_follower cuts nothing; the replica fetcher truncates by leader epoch, or
+    # (a log without epochs, as this magic-1 one) to the high watermark, through truncate_follower.
     part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
     wrapper = build_message_set([(None, b"v%d" % i, 0) for i in range(5)], codec=GZIP)
     rm.append_as_follower(part, wrapper, leader_hw=3)  # a divergent leader's high watermark, mid-wrapper
     assert (part.log_end_offset, part.high_watermark) == (5, 3)
-    rm.become_follower("t", 0, [1, 2], 2, 1, [1, 2], 0, 1, None)  # truncates to the high watermark
+    rm.become_follower("t", 0, [1, 2], 2, 1, [1, 2], 0, 1, None)
+    assert (part.log_end_offset, part.high_watermark) == (5, 3)
+    assert rm.latest_epoch(TP) is None  # magic-1 data: the fetcher falls back to the high watermark
+    rm.truncate_follower(TP, part.high_watermark)  # the wrapper straddles 3 and goes whole
     assert (part.log_end_offset, part.high_watermark) == (0, 0)
 
 
