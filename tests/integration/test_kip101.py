@@ -25,9 +25,6 @@ same bytes.
 
 from __future__ import annotations
 
-import subprocess
-import tarfile
-from io import BytesIO
 from pathlib import Path
 
 import pytest
@@ -36,14 +33,12 @@ from broker.zk.client import ZkClient
 from protocol.records.records import decode_records
 from tests.support.brokers import BrokerProcess, start_together
 from tests.support.cluster import Cluster, wait_identical_replicas
+from tests.support.releases import PRE_EPOCHS, source_tree
 from tests.support.replication import partition_bytes
-from tests.support.tools import ROOT
 from tests.support.wire import connect, produce
 
 pytestmark = pytest.mark.integration
 
-# main before leader epochs: followers truncate to their high watermark on becoming followers.
-PRE_EPOCHS = "fe0b709"
 TOPIC = "kip101"
 N = 10
 
@@ -53,17 +48,6 @@ COMMON = {
     "zookeeper.session.timeout.ms": "4000",
 }
 FROZEN_SESSION_MS = "10000"  # X: outlives L's session, so X is elected before it is noticed gone
-
-
-def _source(tmp_path: Path, commit: str) -> Path:
-    try:
-        tar = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        pytest.skip(f"git archive {commit} unavailable: {e}")
-    out = tmp_path / f"src-{commit}"
-    with tarfile.open(fileobj=BytesIO(tar)) as t:
-        t.extractall(out, filter="data")
-    return out
 
 
 async def _scenario(tmp_path: Path, zk_connect: str, source: Path | None) -> tuple[Cluster, dict[str, int], list[bytes]]:
@@ -135,7 +119,7 @@ async def test_leader_epochs_keep_the_acknowledged_message(tmp_path: Path, zk_se
 
 
 async def test_high_watermark_truncation_loses_the_message(tmp_path: Path, zk_server) -> None:  # noqa: ANN001
-    cluster, roles, acked = await _scenario(tmp_path, zk_server.connect_string, _source(tmp_path, PRE_EPOCHS))
+    cluster, roles, acked = await _scenario(tmp_path, zk_server.connect_string, source_tree(tmp_path, PRE_EPOCHS))
     try:
         c = cluster.by_id(roles["C"])
         assert [v for _, v in _values(c)] == acked[:-1]  # m, acknowledged, is not on the new leader
