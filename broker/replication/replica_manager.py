@@ -373,7 +373,8 @@ class ReplicaManager:
         validated.stamp_leader_epoch(part.leader_epoch)
         try:
             part.log.append(validated.buffer, last)
-            part.epochs.assign(part.leader_epoch, first)  # the epoch just stamped; become_leader usually has it
+            if part.leader_epoch >= 0:  # the epoch just stamped; become_leader usually has it
+                part.epochs.assign(part.leader_epoch, first)
         except KafkaStorageError as e:
             # The log left no trace of this append; the directory goes offline all the same.
             self.fail_dir("append", e)
@@ -429,8 +430,12 @@ class ReplicaManager:
                 log.info("partition.truncating", topic=tp[0], partition=tp[1], to=offset,
                          log_end_offset=part.log_end_offset)
             try:
+                below_start = offset < part.log.log_start_offset
                 part.log.truncate_to(offset)
-                part.epochs.truncate_from_end(part.log_end_offset)
+                if below_start:
+                    part.epochs.clear()  # the log started again, empty, at `offset` (Kafka's clearAndFlush)
+                else:
+                    part.epochs.truncate_from_end(part.log_end_offset)
             except KafkaStorageError as e:
                 self.fail_dir("truncate", e)
                 raise

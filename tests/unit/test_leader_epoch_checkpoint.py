@@ -3,29 +3,16 @@ when the file is missing or does not parse."""
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker.log import Log
 from broker.log.leader_epoch_cache import EpochEntry
 from broker.log.leader_epoch_checkpoint import FILENAME, CorruptCheckpoint, LeaderEpochFile, parse, render
 from protocol.records.epochs import epoch_runs, partition_leader_epoch
 from protocol.records.message_set import build_message_set
-
-
-def batch(base: int, count: int, epoch: int) -> bytes:
-    """A RecordBatch v2 (kafka-python's builder) at `base`, stamped with `epoch` as a leader would."""
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    for i in range(count):
-        b.append(i, timestamp=1_700_000_000_000, key=None, value=b"v%d" % (base + i), headers=[])
-    buf = bytearray(b.build())
-    struct.pack_into(">q", buf, 0, base)
-    struct.pack_into(">i", buf, 12, epoch)  # outside the CRC, as Kafka's leader stamps it
-    return bytes(buf)
+from tests.support.batches import stamped_batch as batch
 
 
 def append(plog: Log, data: bytes, count: int) -> None:
