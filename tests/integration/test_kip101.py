@@ -18,9 +18,16 @@ The acknowledged m is gone. `test_high_watermark_truncation_loses_the_message` r
 project's last release before leader epochs (commit PRE_EPOCHS, from `git archive`) and shows it.
 
 With leader epochs C truncates only by the leader's answer to OffsetForLeaderEpoch; X never
-answers, so C keeps m, leads with it, and L and X (asking C for the end of their epoch 0) keep
-everything C has: every acknowledged message is read back, and the three replicas hold the
-same bytes.
+answers, so C keeps m, leads with it, and L and X, restarted (asking C for the end of their
+epoch 0), keep everything C has: every acknowledged message is read back, and the three
+replicas hold the same bytes.
+
+Why a freeze and not KIP-101's restart: KIP-101 tells the story with the follower restarting
+(truncating to a stale high watermark on the way up). The controller here, as Kafka's, takes a
+dead broker out of the ISR, and a restarted follower rejoins it only once it has fetched up to
+the leader's high watermark, so a restart alone cannot make it an ISR member without m. The
+same high-watermark cut also happens on the other road into the follower role, a LeaderAndIsr
+naming a new leader, and that is the one this script takes; restarts are exercised after it.
 """
 
 from __future__ import annotations
