@@ -7,6 +7,10 @@ replica.fetch.wait.max.ms, and lists its partitions in a freshly randomised orde
 Errors back off replica.fetch.backoff.ms; OFFSET_OUT_OF_RANGE truncates to the leader's
 log end, or restarts from its log start when this replica fell behind it.
 
+Record sets travel as the leader stores them, magic 0/1 entries or RecordBatch v2 (the leader
+never down-converts for a replica, whatever the Fetch version), as zero-copy slices of the
+response; the sink checks them (protocol.records.records.shallow_validate) and writes them.
+
 The broker side is reached only through `ReplicaSink`, so this module knows nothing of
 logs or ZooKeeper.
 """

@@ -40,8 +40,8 @@ from broker.zk import layout as L
 from broker.zk.client import BadVersionError, NoNodeError, ZkClient
 from protocol.errors import ErrorCode
 from protocol.records.errors import RecordsError
-from protocol.records.message_set import AppendInfo, shallow_validate
-from protocol.records.records import validate_and_assign
+from protocol.records.message_set import AppendInfo
+from protocol.records.records import shallow_validate, validate_and_assign
 from quotas.rate import SimpleRate
 
 log = structlog.get_logger()

@@ -323,18 +323,20 @@ def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
     return out
 
 
-def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
-    """(bytes of complete entries, last offset) of a fetched slice, checking each shallow CRC.
+def shallow_validate(buf: bytes | bytearray | memoryview, start: int = 0, last: int = -1,
+                     stop_at_batch: bool = False) -> tuple[int, int]:
+    """(end of the complete entries, last offset) of a fetched slice, checking each shallow CRC.
 
     A follower checks what Kafka's follower checks: every top-level message's CRC and magic,
     not the inner messages of compressed wrappers (the leader validated those). One tight pass
     with no per-message objects, because this runs over every replicated byte. A cut-off last
-    entry (fetch responses end so) is left out; -1 means nothing complete.
+    entry (fetch responses end so) is left out; -1 means nothing complete. From start, with
+    last the offset before it; stop_at_batch returns at a RecordBatch v2 (magic 2) instead of
+    refusing it, for protocol.records.records.shallow_validate to carry on.
     """
     view = memoryview(buf)
     end = len(view)
-    pos = 0
-    last = -1
+    pos = start
     # One unpack per entry (offset, size, crc, magic) and locals only: this loop runs once per
     # replicated message, and every attribute lookup in it showed up in the follower's profile.
     unpack, crc, min_size, head = _ENTRY_HEAD.unpack_from, crc32, MIN_MESSAGE[0], _ENTRY_HEAD.size
@@ -342,6 +344,8 @@ def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
     while pos + head <= end:
         offset, size, stored, magic = unpack(view, pos)
         nxt = pos + overhead + size
+        if magic == 2 and stop_at_batch:
+            break
         if nxt > end:
             break
         if size < min_size:

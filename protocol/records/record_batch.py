@@ -100,3 +100,54 @@ def parse_batch(buf: memoryview, pos: int, strict: bool,
                            "transactional and control batches need message format v2")
     inflated = None if max_bytes is None else compression.inflated_limit(max_bytes)
     return _records(batch, attributes, count, base_offset, first_ts, inflated), end
+
+
+def batch_contents(buf: memoryview, pos: int) -> tuple[int, int, list[BatchRecord], int] | None:
+    """(attributes, max timestamp, records with absolute offsets, position after the batch) of
+    the stored batch at pos, or None when it is cut off; for reading back what the log holds
+    (down-conversion), so control and transactional batches are returned, not refused.
+    """
+    if pos + HEADER_SIZE > len(buf):
+        return None
+    (base_offset, length, _epoch, magic, crc, attributes, _last_delta, first_ts, max_ts, _pid, _pepoch, _seq,
+     count) = _HEADER.unpack_from(buf, pos)
+    end = pos + _LENGTH_FROM + length
+    if magic != 2 or length < HEADER_SIZE - _LENGTH_FROM or count < 0:
+        raise RecordsError.corrupt("bad record batch header")
+    if end > len(buf):
+        return None
+    batch = buf[pos:end]
+    if crc32c.crc32c(batch[RECORD_BATCH_CRC_FROM:]) != crc:
+        raise RecordsError.corrupt("record batch CRC32C mismatch")
+    return attributes, max_ts, _records(batch, attributes, count, base_offset, first_ts, None), end
+
+
+def shallow_validate(buf: bytes | bytearray | memoryview, start: int = 0, last: int = -1) -> tuple[int, int]:
+    """(end of the complete batches, last offset) of consecutive RecordBatch v2 from start.
+
+    A follower's checks on what its leader stored (Kafka's appendAsFollower: each batch's
+    ensureValid and increasing offsets): the batch length, the CRC32C over attributes..end,
+    a non-negative lastOffsetDelta, base offsets above the previous batch's last offset
+    (base + lastOffsetDelta). Records inside are not parsed (the leader validated them).
+    Stops at a cut-off batch or at an entry of another magic; last is the offset before start.
+    """
+    view = memoryview(buf)
+    end = len(view)
+    pos = start
+    unpack, head, crc_from, min_length = _HEADER.unpack_from, HEADER_SIZE, RECORD_BATCH_CRC_FROM, HEADER_SIZE - _LENGTH_FROM
+    while pos + head <= end:
+        base, length, _epoch, magic, crc, _attributes, last_delta = unpack(view, pos)[:7]
+        if magic != 2:
+            break
+        nxt = pos + _LENGTH_FROM + length
+        if length < min_length:
+            raise RecordsError.corrupt(f"bad record batch length {length} at offset {base}")
+        if nxt > end:
+            break
+        if base <= last or last_delta < 0:
+            raise RecordsError.corrupt("offsets are not increasing")
+        if crc32c.crc32c(view[pos + crc_from:nxt]) != crc:
+            raise RecordsError.corrupt(f"record batch CRC32C mismatch at offset {base}")
+        last = base + last_delta
+        pos = nxt
+    return pos, last

@@ -16,7 +16,8 @@ from protocol.records import message_set, record_batch
 from protocol.records.errors import RecordsError
 from protocol.records.message_set import AppendInfo, Record, encode_entry
 
-__all__ = ["AppendInfo", "Record", "batches_to_message_set", "decode_records", "magic_at", "validate_and_assign"]
+__all__ = ["AppendInfo", "Record", "batches_to_message_set", "decode_records", "magic_at", "shallow_validate",
+           "validate_and_assign"]
 
 RECORD_BATCH_MAGIC = 2
 
@@ -86,3 +87,23 @@ def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
         more, pos = entry
         out.extend(more)
     return out
+
+
+def shallow_validate(data: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """(bytes of complete entries, last offset) of a slice a follower fetched, in any format.
+
+    The leader sends its log as stored, magic 0/1 entries and RecordBatch v2 possibly mixed
+    (a log written before and after the format change); each run goes to its codec's one-pass
+    check (message_set.shallow_validate, record_batch.shallow_validate), offsets increasing
+    across them. A cut-off last entry is left out; -1 means nothing complete.
+    """
+    view = memoryview(data)
+    pos, last = 0, -1
+    while True:
+        if magic_at(view, pos) == RECORD_BATCH_MAGIC:
+            nxt, last = record_batch.shallow_validate(view, pos, last)
+        else:
+            nxt, last = message_set.shallow_validate(view, pos, last, stop_at_batch=True)
+        if nxt == pos:
+            return pos, last
+        pos = nxt
