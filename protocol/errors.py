@@ -65,6 +65,8 @@ class ErrorCode(IntEnum):
     INVALID_REQUEST = (42, False)
     UNSUPPORTED_FOR_MESSAGE_FORMAT = (43, False)
     POLICY_VIOLATION = (44, False)
+    INVALID_TXN_STATE = (48, False)
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (53, False)
     KAFKA_STORAGE_ERROR = (56, True)
     FETCH_SESSION_ID_NOT_FOUND = (70, False)
     INVALID_FETCH_SESSION_EPOCH = (71, False)
@@ -72,6 +74,7 @@ class ErrorCode(IntEnum):
     UNKNOWN_LEADER_EPOCH = (75, True)
     UNSUPPORTED_COMPRESSION_TYPE = (76, False)
     STALE_BROKER_EPOCH = (77, False)
+    INVALID_RECORD = (87, False)
     THROTTLING_QUOTA_EXCEEDED = (89, True)
 
     @classmethod

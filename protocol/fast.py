@@ -1,4 +1,4 @@
-"""struct codecs for the data path: Produce v0-2 requests, Fetch v0-12 requests and responses.
+"""struct codecs for the data path: Produce v0-9 requests, Fetch v0-12 requests and responses.
 
 Same dict shapes as protocol.schema (which the tests hold them to), but record sets stay
 zero-copy memoryview slices of the request, and a fetch response is returned as a list of
@@ -72,10 +72,85 @@ class _Cursor:
         return n
 
 
+def _uvarint(c: _Cursor) -> int:
+    """An unsigned varint (flexible versions' lengths and tag counts)."""
+    buf, value, shift = c.buf, 0, 0
+    while True:
+        b = buf[c.need(1)]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value
+        shift += 7
+        if shift > 28:
+            raise ProtocolError("varint longer than 5 bytes")
+
+
+def _compact_string(c: _Cursor, nullable: bool) -> str | None:
+    n = _uvarint(c) - 1
+    if n < 0:
+        if nullable:
+            return None
+        raise ProtocolError("null topic name")
+    p = c.need(n)
+    try:
+        return str(c.buf[p:p + n], "utf-8")
+    except UnicodeDecodeError as e:
+        raise ProtocolError("string is not UTF-8") from e
+
+
+def _compact_count(c: _Cursor, min_item: int) -> int:
+    n = _uvarint(c) - 1
+    if n < 0 or n * min_item > c.end - c.pos:
+        raise ProtocolError(f"impossible array length {n}")
+    return n
+
+
+def _skip_tagged_fields(c: _Cursor) -> None:
+    for _ in range(_uvarint(c)):
+        _uvarint(c)  # tag
+        c.need(_uvarint(c))
+
+
+def _nullable_string(c: _Cursor) -> str | None:
+    (n,) = _H.unpack_from(c.buf, c.need(2))
+    if n < 0:
+        return None
+    p = c.need(n)
+    try:
+        return str(c.buf[p:p + n], "utf-8")
+    except UnicodeDecodeError as e:
+        raise ProtocolError("string is not UTF-8") from e
+
+
 def decode_produce_request(buf: bytes | memoryview, version: int) -> dict[str, Any]:
-    if not 0 <= version <= 2:
+    """A Produce v0-9 request body; record sets stay zero-copy slices of buf.
+
+    v3+ carries the transactional id first; v9 is flexible (compact strings, arrays and
+    records, tagged sections after every struct), whose tagged fields are skipped.
+    """
+    if not 0 <= version <= 9:
         raise ProtocolError(f"Produce v{version} is not served")
     c = _Cursor(buf)
+    transactional_id = None
+    if version >= 9:
+        transactional_id = _compact_string(c, nullable=True)
+        acks, timeout_ms = c.unpack(_HI)
+        topics = []
+        for _ in range(_compact_count(c, 3)):
+            name = _compact_string(c, nullable=False)
+            parts = []
+            for _ in range(_compact_count(c, 6)):
+                (index,) = c.unpack(_I)
+                size = _uvarint(c) - 1
+                parts.append({"index": index, "records": c.records(size)})
+                _skip_tagged_fields(c)
+            _skip_tagged_fields(c)
+            topics.append({"name": name, "partition_data": parts})
+        _skip_tagged_fields(c)
+        return {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
+                "topic_data": topics}
+    if version >= 3:
+        transactional_id = _nullable_string(c)
     acks, timeout_ms = c.unpack(_HI)
     topics = []
     for _ in range(c.count(6)):
@@ -85,7 +160,7 @@ def decode_produce_request(buf: bytes | memoryview, version: int) -> dict[str, A
             index, size = c.unpack(_II)
             parts.append({"index": index, "records": c.records(size)})
         topics.append({"name": name, "partition_data": parts})
-    return {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms, "topic_data": topics}
+    return {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms, "topic_data": topics}
 
 
 def decode_fetch_request(buf: bytes | memoryview, version: int) -> dict[str, Any]:
@@ -142,44 +217,11 @@ _FETCH_PARTITION_V0, _FETCH_PARTITION_V5, _FETCH_PARTITION_V9 = _IQI, struct.Str
 _FETCH_PARTITION_V12 = struct.Struct(">iiqiqi")  # last fetched epoch after the fetch offset
 
 
-def _uvarint(c: _Cursor) -> int:
-    result = shift = 0
-    while True:
-        b = c.buf[c.need(1)]
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result
-        shift += 7
-        if shift > 28:
-            raise ProtocolError("unsigned varint longer than 5 bytes")
-
-
-def _compact_count(c: _Cursor, min_item: int) -> int:
-    n = _uvarint(c) - 1
-    if n < 0 or n * min_item > c.end - c.pos:
-        raise ProtocolError(f"impossible compact array length {n}")
-    return n
-
-
-def _compact_string(c: _Cursor) -> str:
-    n = _uvarint(c) - 1
-    if n < 0:
-        raise ProtocolError("null string")
-    p = c.need(n)
-    try:
-        return str(c.buf[p:p + n], "utf-8")
-    except UnicodeDecodeError as e:
-        raise ProtocolError("string is not UTF-8") from e
-
-
-def _skip_tagged_fields(c: _Cursor) -> None:
-    last = -1
-    for _ in range(_uvarint(c)):
-        tag = _uvarint(c)
-        if tag <= last:
-            raise ProtocolError("tagged fields out of order")
-        last = tag
-        c.need(_uvarint(c))
+def _compact_name(c: _Cursor) -> str:
+    """A compact, non-nullable string (a topic name, a rack id)."""
+    name = _compact_string(c, False)
+    assert name is not None  # null raised
+    return name
 
 
 def _decode_flexible_fetch_request(buf: bytes | memoryview) -> dict[str, Any]:
@@ -192,7 +234,7 @@ def _decode_flexible_fetch_request(buf: bytes | memoryview) -> dict[str, Any]:
     session_id, session_epoch = c.unpack(_II)
     topics = []
     for _ in range(_compact_count(c, 3)):
-        name = _compact_string(c)
+        name = _compact_name(c)
         parts = []
         for _ in range(_compact_count(c, _FETCH_PARTITION_V12.size + 1)):
             partition, epoch, fetch_offset, _last_epoch, _start, partition_max_bytes = c.unpack(_FETCH_PARTITION_V12)
@@ -203,11 +245,11 @@ def _decode_flexible_fetch_request(buf: bytes | memoryview) -> dict[str, Any]:
         topics.append({"topic": name, "partitions": parts})
     forgotten = []
     for _ in range(_compact_count(c, 3)):
-        name = _compact_string(c)
+        name = _compact_name(c)
         indexes = [c.unpack(_I)[0] for _ in range(_compact_count(c, 4))]
         _skip_tagged_fields(c)
         forgotten.append({"topic": name, "partitions": indexes})
-    rack_id = _compact_string(c)
+    rack_id = _compact_name(c)
     _skip_tagged_fields(c)
     return {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
             "isolation_level": isolation_level, "session_id": session_id, "session_epoch": session_epoch,
@@ -291,7 +333,7 @@ def decode_fetch_response(buf: bytes | memoryview, version: int) -> dict[str, An
         out["error_code"], out["session_id"] = c.unpack(_HI)
     responses = []
     for _ in range(_compact_count(c, 3) if flex else c.count(6)):
-        name = _compact_string(c) if flex else c.string()
+        name = _compact_name(c) if flex else c.string()
         parts = []
         for _ in range(_compact_count(c, 15) if flex else c.count(18)):
             index, error, hw = c.unpack(_IHQ)

@@ -323,20 +323,18 @@ def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
     return out
 
 
-def shallow_validate(buf: bytes | bytearray | memoryview, start: int = 0, last: int = -1,
-                     stop_at_batch: bool = False) -> tuple[int, int]:
-    """(end of the complete entries, last offset) of a fetched slice, checking each shallow CRC.
+def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """(bytes of complete entries, last offset) of a fetched slice, checking each shallow CRC.
 
     A follower checks what Kafka's follower checks: every top-level message's CRC and magic,
     not the inner messages of compressed wrappers (the leader validated those). One tight pass
     with no per-message objects, because this runs over every replicated byte. A cut-off last
-    entry (fetch responses end so) is left out; -1 means nothing complete. From start, with
-    last the offset before it; stop_at_batch returns at a RecordBatch v2 (magic 2) instead of
-    refusing it, for protocol.records.records.shallow_validate to carry on.
+    entry (fetch responses end so) is left out; -1 means nothing complete.
     """
     view = memoryview(buf)
     end = len(view)
-    pos = start
+    pos = 0
+    last = -1
     # One unpack per entry (offset, size, crc, magic) and locals only: this loop runs once per
     # replicated message, and every attribute lookup in it showed up in the follower's profile.
     unpack, crc, min_size, head = _ENTRY_HEAD.unpack_from, crc32, MIN_MESSAGE[0], _ENTRY_HEAD.size
@@ -344,8 +342,6 @@ def shallow_validate(buf: bytes | bytearray | memoryview, start: int = 0, last: 
     while pos + head <= end:
         offset, size, stored, magic = unpack(view, pos)
         nxt = pos + overhead + size
-        if magic == 2 and stop_at_batch:
-            break
         if nxt > end:
             break
         if size < min_size:
@@ -357,3 +353,13 @@ def shallow_validate(buf: bytes | bytearray | memoryview, start: int = 0, last: 
         last = offset
         pos = nxt
     return pos, last
+
+
+def any_log_append_time(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether a top-level magic-1 message of the set says LogAppendTime (attributes bit 3):
+    a producer may not (Kafka's LogValidator.validateTimestamp)."""
+    for pos, _, _ in scan_entries(buf):
+        _, magic, attributes = _HEAD.unpack_from(buf, pos + _HEAD_AT)
+        if magic == 1 and attributes & TIMESTAMP_TYPE_BIT:
+            return True
+    return False

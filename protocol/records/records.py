@@ -1,25 +1,36 @@
 """Record sets in any message format: the front that peeks at the magic and picks the codec.
 
-protocol.records.message_set handles magic 0 and 1, protocol.records.record_batch parses magic 2,
-and neither imports the other; what needs both lives here. Every format keeps its magic at the
-same offset (protocol.layouts.MAGIC_OFFSET), so one peek at a set's first entry says which it is.
+protocol.records.message_set handles magic 0 and 1, protocol.records.record_batch magic 2, and
+neither imports the other; what needs both lives here. Every format keeps its magic at the
+same offset (protocol.layouts.MAGIC_OFFSET), so one peek at an entry says which it is.
 
-The log format is magic 1 (Kafka 0.10.1's), so a produced RecordBatch v2 is rewritten here as
-uncompressed magic-1 messages numbered from the leader's next offset, before the magic 0/1
-validation runs over it. A follower only ever receives the leader's magic-1 log bytes.
+The log holds RecordBatch v2 (what protocol.records.validator makes of every produced set) and,
+in logs written before, magic-1 entries; a log may mix them. The follower's check
+(`shallow_validate`) and the readers here take both. protocol.records.down_convert rewrites
+what a log slice holds for consumers that fetch with Fetch < 4.
 """
 
 from __future__ import annotations
 
-from protocol.layouts import LOG_OVERHEAD, MAGIC_OFFSET
+import struct
+
+import crc32c
+
+from protocol.layouts import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_CRC_FROM, MessageV0Head, fixed
 from protocol.records import message_set, record_batch
+from protocol.records.crc import crc32
 from protocol.records.errors import RecordsError
 from protocol.records.message_set import AppendInfo, Record, encode_entry
 
-__all__ = ["AppendInfo", "Record", "batches_to_message_set", "decode_records", "magic_at", "shallow_validate",
-           "validate_and_assign"]
+__all__ = ["AppendInfo", "Record", "batches_to_message_set", "decode_records", "magic_at", "shallow_validate"]
 
 RECORD_BATCH_MAGIC = 2
+_ENTRY_HEAD = fixed(MessageV0Head, last="magic")  # offset, size, crc (v0/v1) or leader epoch (v2), magic
+_SIZE = struct.Struct(">i")
+_V2_CRC = struct.Struct(">I")
+_V2_LAST_DELTA = struct.Struct(">i")
+_MIN_V1 = message_set.MIN_MESSAGE[0]
+_MIN_V2 = record_batch.MIN_BATCH_LENGTH
 
 
 def magic_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
@@ -47,24 +58,48 @@ def batches_to_message_set(data: bytes | bytearray | memoryview, base_offset: in
     return b"".join(out)
 
 
-def validate_and_assign(data: bytes | bytearray | memoryview, base_offset: int | None, now_ms: int,
-                        max_message_bytes: int | None = None) -> AppendInfo:
-    """Checks every message and, for a leader append, assigns offsets from base_offset.
+def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """(bytes of complete entries, last offset) of a fetched slice of either format, as a
+    follower checks it: each magic-0/1 message's CRC-32, each batch's CRC32C, offsets
+    increasing, nothing inside compressed data (the leader validated that). A cut-off last
+    entry (fetch responses end so) is left out; -1 means nothing complete.
 
-    Record batches (magic 2) are first converted to magic 1; see the module docstring. With
-    base_offset None (a follower append) offsets are kept as the leader assigned them.
-    max_message_bytes (`message.max.bytes` / the topic's `max.message.bytes`) bounds each
-    batch or top-level message, and through it what a compressed one may inflate to.
+    One tight pass with no per-entry objects: it runs over every replicated byte.
     """
-    if len(data) == 0:
-        raise RecordsError.corrupt("empty record set")
-    if magic_at(data, 0) == RECORD_BATCH_MAGIC:
-        if base_offset is None:
-            raise RecordsError.corrupt("a follower log holds magic 1, not record batches")
-        data = batches_to_message_set(data, base_offset, max_message_bytes)
-        # Converted records are uncompressed and each smaller than its batch: nothing more to bound.
-        max_message_bytes = None
-    return message_set.validate_and_assign(data, base_offset, now_ms, max_message_bytes)
+    view = memoryview(buf)
+    end = len(view)
+    pos = 0
+    last = -1
+    unpack, head = _ENTRY_HEAD.unpack_from, _ENTRY_HEAD.size
+    overhead, crc_from = LOG_OVERHEAD, MAGIC_OFFSET
+    while pos + head <= end:
+        offset, size, stored, magic = unpack(view, pos)
+        nxt = pos + overhead + size
+        if nxt > end:
+            break
+        if magic == RECORD_BATCH_MAGIC:
+            if size < _MIN_V2:
+                raise RecordsError.corrupt(f"bad record batch length {size} at offset {offset}")
+            if offset <= last:
+                raise RecordsError.corrupt("offsets are not increasing")
+            (crc,) = _V2_CRC.unpack_from(view, pos + record_batch.CRC_AT)
+            if crc32c.crc32c(view[pos + RECORD_BATCH_CRC_FROM:nxt]) != crc:
+                raise RecordsError.corrupt(f"record batch CRC32C mismatch at offset {offset}")
+            (delta,) = _V2_LAST_DELTA.unpack_from(view, pos + record_batch.LAST_OFFSET_DELTA_AT)
+            if delta < 0:
+                raise RecordsError.corrupt(f"negative last offset delta at offset {offset}")
+            last = offset + delta
+            pos = nxt
+            continue
+        if size < _MIN_V1:
+            raise RecordsError.corrupt(f"bad message size {size} at offset {offset}")
+        if not 0 <= magic <= 1 or offset <= last or crc32(view[pos + crc_from:nxt]) != stored:
+            if offset <= last:
+                raise RecordsError.corrupt("offsets are not increasing")
+            raise RecordsError.corrupt(f"CRC or magic mismatch at offset {offset}")
+        last = offset
+        pos = nxt
+    return pos, last
 
 
 def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
@@ -87,23 +122,3 @@ def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
         more, pos = entry
         out.extend(more)
     return out
-
-
-def shallow_validate(data: bytes | bytearray | memoryview) -> tuple[int, int]:
-    """(bytes of complete entries, last offset) of a slice a follower fetched, in any format.
-
-    The leader sends its log as stored, magic 0/1 entries and RecordBatch v2 possibly mixed
-    (a log written before and after the format change); each run goes to its codec's one-pass
-    check (message_set.shallow_validate, record_batch.shallow_validate), offsets increasing
-    across them. A cut-off last entry is left out; -1 means nothing complete.
-    """
-    view = memoryview(data)
-    pos, last = 0, -1
-    while True:
-        if magic_at(view, pos) == RECORD_BATCH_MAGIC:
-            nxt, last = record_batch.shallow_validate(view, pos, last)
-        else:
-            nxt, last = message_set.shallow_validate(view, pos, last, stop_at_batch=True)
-        if nxt == pos:
-            return pos, last
-        pos = nxt
