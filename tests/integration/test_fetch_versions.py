@@ -136,3 +136,29 @@ async def test_followers_replicate_v2_batches_as_stored(cluster) -> None:  # noq
     while (batch := mr.next_batch()) is not None:
         headers.extend((r.offset, r.timestamp, list(r.headers)) for r in batch)
     assert headers == [(i, T0 + i, [("h", b"x%d" % i)]) for i in range(40)]
+
+
+async def test_kip74_limits_apply_to_down_converted_sizes(broker) -> None:  # noqa: ANN001
+    async with await connect(broker) as conn:
+        await create_topic(conn, "fk74", 2)
+        batch = v2_batch(10)
+        for p in (0, 1):
+            body = {"transactional_id": None, "acks": 1, "timeout_ms": 10_000,
+                    "topic_data": [{"name": "fk74", "partition_data": [{"index": p, "records": batch}]}]}
+            resp = await conn.request(ApiKey.PRODUCE, 3, body)
+            assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+        stored = len(batch)
+        message = 12 + 4 + 1 + 1 + 8 + 4 + 2 + 4 + len(value(0))  # a magic-1 entry of k0/value(0)
+        limit = stored + 20  # the stored batch fits; its ten converted messages (~1.4 KB) do not
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "topics": [
+            {"topic": "fk74", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": limit},
+                                             {"partition": 1, "fetch_offset": 0, "partition_max_bytes": limit}]}]}
+        resp = await conn.request(ApiKey.FETCH, 3, body)
+        first, second = (p["records"] for p in resp["responses"][0]["partitions"])
+        # The first partition with data may exceed its limit by the first stored batch, converted whole.
+        assert len(decode_records(first)) == 10 and len(first) > limit
+        # Later partitions get the whole converted messages that fit, no more.
+        got = decode_records(second)
+        assert len(second) <= limit and len(second) + message > limit
+        assert [(r.offset, r.value) for r in got] == [(i, value(i)) for i in range(len(got))]
+        assert magics(second) == [1] * len(got)
