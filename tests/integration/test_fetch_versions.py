@@ -136,6 +136,23 @@ async def test_followers_replicate_v2_batches_as_stored(cluster) -> None:  # noq
     while (batch := mr.next_batch()) is not None:
         headers.extend((r.offset, r.timestamp, list(r.headers)) for r in batch)
     assert headers == [(i, T0 + i, [("h", b"x%d" % i)]) for i in range(40)]
+    # A new leader fences a fetch that names the old leader epoch (Fetch v9+'s current_leader_epoch).
+    old_epoch = state["leader_epoch"]
+    leader.kill()
+
+    async def new_leader() -> dict | None:
+        st = await cluster.state("frep", 0)
+        return st if st["leader"] not in (-1, leader.broker_id) and st["leader_epoch"] > old_epoch else None
+    state = await cluster.wait_for("a new leader of frep-0", new_leader)
+    async with await connect(cluster.by_id(state["leader"])) as conn:
+        async def answer(epoch: int) -> int:
+            resp = await conn.request(ApiKey.FETCH, 11, fetch_body("frep", current_leader_epoch=epoch))
+            return resp["responses"][0]["partitions"][0]["error_code"]
+        async def served() -> bool:
+            return await answer(state["leader_epoch"]) == 0
+        await cluster.wait_for("the new leader serving its epoch", served)
+        assert await answer(old_epoch) == ErrorCode.FENCED_LEADER_EPOCH
+        assert await answer(state["leader_epoch"] + 1) == ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
 async def test_kip74_limits_apply_to_down_converted_sizes(broker) -> None:  # noqa: ANN001
