@@ -19,17 +19,20 @@ older logs). A consumer fetching with v0-3 gets them down-converted when they ho
 newer than it reads (v0-1: magic 0, v2-3: magic 1; protocol.records.down_convert), and the
 size rules below apply to the converted bytes. Followers (replica_id >= 0) always get the
 stored bytes: replication between minibrokers stays on Fetch v3 and carries RecordBatch v2 as
-is (a departure: Kafka would down-convert a v3 follower fetch too).
+is (a departure: Kafka would down-convert a v3 follower fetch too). A ZStandard batch cannot be
+down-converted: UNSUPPORTED_COMPRESSION_TYPE for that partition (Kafka also refuses Fetch < 10 on
+topics whose compression.type is zstd; there is no topic compression.type here, and the log
+holds no zstd batches while produce refuses them).
 
 For each partition in request order the log is read up to min(partition max_bytes, what
-is left of the response limit). Until a partition has returned data, the first message
-is returned whole even if larger than both limits (v3); after that, a v3 partition whose
-first message does not fit gets empty records and no error, while v0-v2 return a partial
-message as Kafka 0.10 did. Consumers (replica_id < 0) read up to the high watermark;
+is left of the response limit). Until a partition has returned data, the first message or
+batch is returned whole even if larger than both limits (v3+); after that, a v3+ partition
+whose first message does not fit gets empty records and no error, while v0-v2 return a
+partial message as Kafka 0.10 did. Consumers (replica_id < 0) read up to the high watermark;
 followers up to the log end. replica_id -2 (debug consumer) may read from a non-leader.
 The response waits up to max_wait_ms for min_bytes, woken by appends. Record bytes travel
 as slices of the segment files. A partition whose log directory failed (before or during
-the read) gets KAFKA_STORAGE_ERROR.
+the read) gets KAFKA_STORAGE_ERROR (NOT_LEADER_FOR_PARTITION below v6, as above).
 
 Follower fetches (replica_id >= 0) first record the follower's fetch offset (ISR
 bookkeeping), and only after checking it, in Kafka 2.8's order
