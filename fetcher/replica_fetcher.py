@@ -7,6 +7,10 @@ replica.fetch.wait.max.ms, and lists its partitions in a freshly randomised orde
 Errors back off replica.fetch.backoff.ms; OFFSET_OUT_OF_RANGE truncates to the leader's
 log end, or restarts from its log start when this replica fell behind it.
 
+Record sets travel as the leader stores them, magic 0/1 entries or RecordBatch v2 (the leader
+never down-converts for a replica, whatever the Fetch version), as zero-copy slices of the
+response; the sink checks them (protocol.records.records.shallow_validate) and writes them.
+
 A partition added is first truncated (fetcher.truncation: OffsetForLeaderEpoch v3 to the
 leader, KIP-101/KIP-279) and fetched only once that is done.
 
