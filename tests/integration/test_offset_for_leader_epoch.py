@@ -12,6 +12,8 @@ import pytest
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from tests.support.cluster import Cluster
+from tests.support.topics import create_topic
+from tests.support.waiting import wait_for
 from tests.support.wire import connect, produce
 
 pytestmark = pytest.mark.integration
@@ -75,3 +77,33 @@ async def test_leader_answers_fences_and_refuses_as_kafka(cluster: Cluster) -> N
 async def _new_leader(cluster: Cluster, old: int) -> dict | None:
     st = await cluster.state("e", 0)
     return st if st["leader"] not in (old, -1) else None
+
+
+async def test_a_corrupt_or_missing_checkpoint_is_rebuilt_from_the_log(broker_factory) -> None:  # noqa: ANN001
+    """The epochs are in the batches: a broker restarted over a damaged `leader-epoch-checkpoint`
+    (or none) rebuilds it from the log, says so, and answers OffsetForLeaderEpoch as before."""
+    b = broker_factory(0)
+    await create_topic(b, "c", 1)
+    async with await connect(b) as conn:
+        for i in range(4):
+            assert (await produce(conn, "c", 0, [(None, b"v%d" % i)], acks=1))["error_code"] == 0
+    path = b.log_dir / "c-0" / "leader-epoch-checkpoint"
+    assert path.read_text() == "0\n1\n0 0\n"
+    for damage in ("0\n3\n0 0\n", None):
+        assert b.stop() == 0
+        if damage is None:
+            path.unlink()
+        else:
+            path.write_text(damage)
+        b.start()
+        async def answers() -> dict | None:  # noqa: B023 - read at once, inside the loop's iteration
+            async with await connect(b) as conn:
+                resp = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": -1, "topics": [
+                    {"topic": "c", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+            got = resp["topics"][0]["partitions"][0]
+            return got if got["error_code"] == 0 else None
+        got = await wait_for("the restarted leader to answer", answers)
+        assert (got["leader_epoch"], got["end_offset"]) == (0, 4)
+        assert "leader_epochs.rebuilt" in b.log()
+        assert path.read_text().startswith("0\n")
+    assert "leader_epochs.corrupt_checkpoint" in b.log_path.read_text()
