@@ -7,6 +7,13 @@ replica.fetch.wait.max.ms, and lists its partitions in a freshly randomised orde
 Errors back off replica.fetch.backoff.ms; OFFSET_OUT_OF_RANGE truncates to the leader's
 log end, or restarts from its log start when this replica fell behind it.
 
+Record sets travel as the leader stores them, magic 0/1 entries or RecordBatch v2 (the leader
+never down-converts for a replica, whatever the Fetch version), as zero-copy slices of the
+response; the sink checks them (protocol.records.records.shallow_validate) and writes them.
+
+A partition added is first truncated (fetcher.truncation: OffsetForLeaderEpoch v3 to the
+leader, KIP-101/KIP-279) and fetched only once that is done.
+
 The broker side is reached only through `ReplicaSink`, so this module knows nothing of
 logs or ZooKeeper.
 """
@@ -22,6 +29,7 @@ from typing import NotRequired, Protocol, cast
 import structlog
 
 from fetcher.connection import KafkaConnection
+from fetcher.truncation import truncation_for
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_response
@@ -40,6 +48,11 @@ class ReplicaSink(Protocol):
     def append(self, tp: TP, records: bytes | memoryview, leader_hw: int) -> int: ...
     def truncate_to(self, tp: TP, offset: int) -> None: ...
     def restart_at(self, tp: TP, offset: int) -> None: ...
+    # Truncation by leader epoch (fetcher.truncation).
+    def latest_epoch(self, tp: TP) -> int | None: ...
+    def current_leader_epoch(self, tp: TP) -> int | None: ...
+    def end_offset_for_epoch(self, tp: TP, epoch: int) -> tuple[int, int] | None: ...
+    def high_watermark(self, tp: TP) -> int | None: ...
 
 
 class FetchThrottle(Protocol):
@@ -84,6 +97,7 @@ class ReplicaFetcher:
         self.rng = rng or random.Random()
         self._throttled_out = False
         self.partitions: dict[TP, float] = {}  # tp -> not before (monotonic s), for per-partition back-off
+        self.truncating: set[TP] = set()  # added, not yet truncated: not fetched
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._conn: KafkaConnection | None = None
@@ -104,13 +118,15 @@ class ReplicaFetcher:
 
     def add(self, tp: TP) -> None:
         self.partitions[tp] = 0.0
+        self.truncating.add(tp)
         self._wake.set()
 
     def remove(self, tp: TP) -> None:
         self.partitions.pop(tp, None)
+        self.truncating.discard(tp)
 
     def build_request(self, now: float) -> PlannedFetch | None:
-        ready = [tp for tp, not_before in self.partitions.items() if not_before <= now]
+        ready = [tp for tp, not_before in self.partitions.items() if not_before <= now and tp not in self.truncating]
         self._throttled_out = False
         if self.throttle is not None:
             kept = [tp for tp in ready if not self.throttle.leave_out(tp)]
@@ -173,6 +189,8 @@ class ReplicaFetcher:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            if self.truncating:
+                await self._truncate_all()
             request = self.build_request(time.monotonic())
             if request is None:
                 # Every partition is left out (throttled or backing off): wait, as Kafka does,
@@ -221,7 +239,8 @@ class ReplicaFetcher:
         for t in response["responses"]:
             for p in t["partitions"]:
                 tp = (t["topic"], p["partition_index"])
-                if tp not in self.partitions or self.sink.log_end_offset(tp) != asked.get(tp):
+                if (tp not in self.partitions or tp in self.truncating
+                        or self.sink.log_end_offset(tp) != asked.get(tp)):
                     continue  # removed or moved while the request was in flight
                 code = p["error_code"]
                 if code == ErrorCode.NONE:
@@ -265,3 +284,86 @@ class ReplicaFetcher:
         except Exception as e:
             log.info("fetcher.out_of_range_failed", topic=tp[0], partition=tp[1], error=str(e))
             self.partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
+
+    # ---- truncation by leader epoch (KIP-101) ------------------------------------------
+
+    async def _truncate_all(self) -> None:
+        """Truncate every partition due for it; a failure backs off only the partitions asked."""
+        now = time.monotonic()
+        due = [tp for tp in self.truncating if self.partitions.get(tp, 0.0) <= now]
+        asking: dict[TP, tuple[int, int]] = {}
+        for tp in due:
+            epoch = self.sink.latest_epoch(tp)
+            current = self.sink.current_leader_epoch(tp)
+            if epoch is None or current is None:
+                hw = self.sink.high_watermark(tp)
+                if hw is not None:
+                    self._cut(tp, hw, "high_watermark")
+                self.truncating.discard(tp)
+            else:
+                asking[tp] = (current, epoch)
+        if not asking:
+            return
+        try:
+            conn = await self._connection()
+            answers = await self._offsets_for_leader_epoch(conn, asking)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.info("fetcher.offset_for_leader_epoch_failed", source=self.source_id, error=type(e).__name__)
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None
+            for tp in asking:
+                self.partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
+            return
+        for tp, (current, _) in asking.items():
+            # Dropped, or handed over again with another epoch, while the request was out: not ours to cut.
+            if tp not in self.truncating or self.sink.current_leader_epoch(tp) != current:
+                continue
+            answer = answers.get(tp)
+            if answer is None or answer[0] != ErrorCode.NONE:
+                error = "MISSING" if answer is None else ErrorCode.name_of(answer[0])
+                log.info("fetcher.truncation_error", topic=tp[0], partition=tp[1], error=error)
+                self.partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
+                continue
+            self._truncate_one(tp, answer[1], answer[2])
+
+    def _truncate_one(self, tp: TP, leader_epoch: int, leader_end_offset: int) -> None:
+        leo, hw = self.sink.log_end_offset(tp), self.sink.high_watermark(tp)
+        if leo is None or hw is None:
+            self.truncating.discard(tp)
+            return
+        cut = truncation_for(leader_epoch, leader_end_offset, high_watermark=hw, log_end_offset=leo,
+                             own_end_offset_for=lambda epoch: self.sink.end_offset_for_epoch(tp, epoch))
+        self._cut(tp, cut.offset, f"leader epoch {leader_epoch} ends at {leader_end_offset}")
+        if cut.complete:
+            self.truncating.discard(tp)
+        # Otherwise the next round asks again, with the latest epoch left after this cut (KIP-279).
+
+    def _cut(self, tp: TP, offset: int, reason: str) -> None:
+        leo = self.sink.log_end_offset(tp)
+        if leo is not None and offset < leo:
+            log.info("fetcher.truncating", topic=tp[0], partition=tp[1], to=offset, log_end_offset=leo, reason=reason)
+        try:
+            self.sink.truncate_to(tp, offset)
+        except Exception as e:
+            log.error("fetcher.truncate_failed", topic=tp[0], partition=tp[1], error=str(e))
+            self.partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
+
+    async def _offsets_for_leader_epoch(self, conn: KafkaConnection,
+                                        asking: dict[TP, tuple[int, int]]) -> dict[TP, tuple[int, int, int]]:
+        """OffsetForLeaderEpoch v3 for `asking` (tp -> (current leader epoch, epoch)):
+        tp -> (error code, leader epoch, end offset)."""
+        by_topic: dict[str, list[T.OffsetForLeaderEpochRequestTopicPartition]] = {}
+        for (topic, p), (current, epoch) in asking.items():
+            by_topic.setdefault(topic, []).append(
+                {"partition": p, "current_leader_epoch": current, "leader_epoch": epoch})
+        body = T.OffsetForLeaderEpochRequest(
+            replica_id=self.settings.replica_id,
+            topics=[{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()])
+        # Bounded: a leader that stopped answering must not hold the truncation (and so the
+        # partition) for the connection's whole 30 s default.
+        resp = await conn.call(T.OFFSET_FOR_LEADER_EPOCH, 3, body, timeout=self.settings.max_wait_ms / 1000 + 5)
+        return {(t["topic"], p["partition"]): (p["error_code"], p["leader_epoch"], p["end_offset"])
+                for t in resp["topics"] for p in t["partitions"]}

@@ -1,4 +1,4 @@
-"""struct codecs for the data path: Produce v0-9 requests, Fetch v0-3 requests and responses.
+"""struct codecs for the data path: Produce v0-9 requests, Fetch v0-12 requests and responses.
 
 Same dict shapes as protocol.schema (which the tests hold them to), but record sets stay
 zero-copy memoryview slices of the request, and a fetch response is returned as a list of
@@ -11,15 +11,19 @@ import struct
 from typing import Any
 
 from protocol.errors import ProtocolError
+from protocol.primitives import uvarint
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _II = struct.Struct(">ii")
 _HI = struct.Struct(">hi")
 _IQI = struct.Struct(">iqi")
-_IHQI = struct.Struct(">ihqi")
 _IIII = struct.Struct(">iiii")
 _III = struct.Struct(">iii")
+_Q = struct.Struct(">q")
+_QQ = struct.Struct(">qq")
+_IHQ = struct.Struct(">ihq")
+_NULL_ARRAY = _I.pack(-1)
 _MAX_INT = 0x7FFFFFFF
 
 
@@ -160,72 +164,205 @@ def decode_produce_request(buf: bytes | memoryview, version: int) -> dict[str, A
 
 
 def decode_fetch_request(buf: bytes | memoryview, version: int) -> dict[str, Any]:
-    if not 0 <= version <= 3:
+    """A Fetch v0-12 request body; fields a version lacks take Kafka's defaults (v12: flexible)."""
+    if not 0 <= version <= 12:
         raise ProtocolError(f"Fetch v{version} is not served")
+    if version >= 12:
+        return _decode_flexible_fetch_request(buf)
     c = _Cursor(buf)
     if version >= 3:
         replica_id, max_wait_ms, min_bytes, max_bytes = c.unpack(_IIII)
     else:
         replica_id, max_wait_ms, min_bytes = c.unpack(_III)
         max_bytes = _MAX_INT
+    isolation_level, session_id, session_epoch = 0, 0, -1
+    if version >= 4:
+        (isolation_level,) = c.unpack(_B)
+    if version >= 7:
+        session_id, session_epoch = c.unpack(_II)
+    # (partition, [current leader epoch], fetch offset, [log start offset], partition max bytes)
+    part = _FETCH_PARTITION_V9 if version >= 9 else _FETCH_PARTITION_V5 if version >= 5 else _FETCH_PARTITION_V0
     topics = []
     for _ in range(c.count(6)):
         name = c.string()
         parts = []
-        for _ in range(c.count(16)):
-            partition, fetch_offset, partition_max_bytes = c.unpack(_IQI)
-            parts.append({"partition": partition, "fetch_offset": fetch_offset,
+        for _ in range(c.count(part.size)):
+            if version >= 9:
+                partition, epoch, fetch_offset, _start, partition_max_bytes = c.unpack(part)
+            elif version >= 5:
+                partition, fetch_offset, _start, partition_max_bytes = c.unpack(part)
+                epoch = -1
+            else:
+                partition, fetch_offset, partition_max_bytes = c.unpack(part)
+                epoch = -1
+            parts.append({"partition": partition, "current_leader_epoch": epoch, "fetch_offset": fetch_offset,
                           "partition_max_bytes": partition_max_bytes})
         topics.append({"topic": name, "partitions": parts})
+    forgotten: list[dict[str, Any]] = []
+    if version >= 7:
+        for _ in range(c.count(6)):
+            name = c.string()
+            forgotten.append({"topic": name, "partitions": [c.unpack(_I)[0] for _ in range(c.count(4))]})
+    rack_id = ""
+    if version >= 11:
+        rack_id = c.string()
     return {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
-            "topics": topics}
+            "isolation_level": isolation_level, "session_id": session_id, "session_epoch": session_epoch,
+            "topics": topics, "forgotten_topics_data": forgotten, "rack_id": rack_id}
 
 
-def encode_fetch_response(version: int, throttle_time_ms: int, responses: list[dict[str, Any]]) -> list[bytes]:
+_B = struct.Struct(">b")
+# (partition, [current leader epoch v9+], fetch offset, [log start offset v5+], partition max bytes)
+_FETCH_PARTITION_V0, _FETCH_PARTITION_V5, _FETCH_PARTITION_V9 = _IQI, struct.Struct(">iqqi"), struct.Struct(">iiqqi")
+_FETCH_PARTITION_V12 = struct.Struct(">iiqiqi")  # last fetched epoch after the fetch offset
+
+
+def _compact_name(c: _Cursor) -> str:
+    """A compact, non-nullable string (a topic name, a rack id)."""
+    name = _compact_string(c, False)
+    assert name is not None  # null raised
+    return name
+
+
+def _decode_flexible_fetch_request(buf: bytes | memoryview) -> dict[str, Any]:
+    """Fetch v12: compact strings and arrays, a tagged section closing every struct.
+
+    Tagged fields are skipped: v12's only request tag, cluster_id, is for KRaft controllers."""
+    c = _Cursor(buf)
+    replica_id, max_wait_ms, min_bytes, max_bytes = c.unpack(_IIII)
+    (isolation_level,) = c.unpack(_B)
+    session_id, session_epoch = c.unpack(_II)
+    topics = []
+    for _ in range(_compact_count(c, 3)):
+        name = _compact_name(c)
+        parts = []
+        for _ in range(_compact_count(c, _FETCH_PARTITION_V12.size + 1)):
+            partition, epoch, fetch_offset, _last_epoch, _start, partition_max_bytes = c.unpack(_FETCH_PARTITION_V12)
+            _skip_tagged_fields(c)
+            parts.append({"partition": partition, "current_leader_epoch": epoch, "fetch_offset": fetch_offset,
+                          "partition_max_bytes": partition_max_bytes})
+        _skip_tagged_fields(c)
+        topics.append({"topic": name, "partitions": parts})
+    forgotten = []
+    for _ in range(_compact_count(c, 3)):
+        name = _compact_name(c)
+        indexes = [c.unpack(_I)[0] for _ in range(_compact_count(c, 4))]
+        _skip_tagged_fields(c)
+        forgotten.append({"topic": name, "partitions": indexes})
+    rack_id = _compact_name(c)
+    _skip_tagged_fields(c)
+    return {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+            "isolation_level": isolation_level, "session_id": session_id, "session_epoch": session_epoch,
+            "topics": topics, "forgotten_topics_data": forgotten, "rack_id": rack_id}
+
+
+def encode_fetch_response(version: int, throttle_time_ms: int, responses: list[dict[str, Any]],
+                          error_code: int = 0, session_id: int = 0) -> list[bytes]:
+    """A Fetch v0-12 response body as byte pieces; large record sets are pieces of their own.
+
+    Partition fields a version has and the dict lacks take Kafka's defaults (last stable
+    offset and log start offset -1, aborted transactions null, preferred read replica -1).
+    At v12 every tagged section is empty: the response tags (diverging epoch, current leader,
+    snapshot id) are KRaft's and Debian's kcat fails on a section longer than one byte.
+    """
+    flex = version >= 12
     pieces: list[bytes] = []
     head = bytearray()
     if version >= 1:
         head += _I.pack(throttle_time_ms)
-    head += _I.pack(len(responses))
+    if version >= 7:
+        head += _HI.pack(error_code, session_id)
+    head += uvarint(len(responses) + 1) if flex else _I.pack(len(responses))
     for t in responses:
         name = t["topic"].encode()
-        head += _H.pack(len(name)) + name
+        head += uvarint(len(name) + 1) if flex else _H.pack(len(name))
+        head += name
         parts = t["partitions"]
-        head += _I.pack(len(parts))
+        head += uvarint(len(parts) + 1) if flex else _I.pack(len(parts))
         for p in parts:
             records = p["records"]
+            head += _IHQ.pack(p["partition_index"], p["error_code"], p["high_watermark"])
+            if version >= 4:
+                head += _Q.pack(p.get("last_stable_offset", -1))
+                if version >= 5:
+                    head += _Q.pack(p.get("log_start_offset", -1))
+                aborted = p.get("aborted_transactions")
+                if aborted is None:
+                    head += b"\x00" if flex else _NULL_ARRAY
+                else:
+                    head += uvarint(len(aborted) + 1) if flex else _I.pack(len(aborted))
+                    for a in aborted:
+                        head += _QQ.pack(a["producer_id"], a["first_offset"])
+                        if flex:
+                            head += b"\x00"  # each element's tagged section
+                if version >= 11:
+                    head += _I.pack(p.get("preferred_read_replica", -1))
             if records is None:
-                head += _IHQI.pack(p["partition_index"], p["error_code"], p["high_watermark"], -1)
-                continue
-            head += _IHQI.pack(p["partition_index"], p["error_code"], p["high_watermark"], len(records))
-            if len(records) > 4096:
-                # Large record sets travel as their own piece rather than being copied into head.
-                pieces.append(bytes(head))
-                pieces.append(records)
-                head = bytearray()
+                head += b"\x00" if flex else _NULL_ARRAY
             else:
-                head += records
+                head += uvarint(len(records) + 1) if flex else _I.pack(len(records))
+                if len(records) > 4096:
+                    # Large record sets travel as their own piece rather than being copied into head.
+                    pieces.append(bytes(head))
+                    pieces.append(records)
+                    head = bytearray()
+                else:
+                    head += records
+            if flex:
+                head += b"\x00"  # the partition's tagged section (after its records, as in every struct)
+        if flex:
+            head += b"\x00"  # the topic's tagged section
+    if flex:
+        head += b"\x00"  # the body's tagged section
     if head:
         pieces.append(bytes(head))
     return pieces
 
 
 def decode_fetch_response(buf: bytes | memoryview, version: int) -> dict[str, Any]:
-    """A Fetch v0-3 response body with record sets as zero-copy slices (the replica fetcher's path)."""
-    if not 0 <= version <= 3:
+    """A Fetch v0-12 response body with record sets as zero-copy slices (the replica fetcher's
+    path, at v3; tests read the other versions). Tagged fields are skipped."""
+    if not 0 <= version <= 12:
         raise ProtocolError(f"Fetch v{version} is not served")
+    flex = version >= 12
     c = _Cursor(buf)
     out: dict[str, Any] = {}
     if version >= 1:
         (out["throttle_time_ms"],) = c.unpack(_I)
+    if version >= 7:
+        out["error_code"], out["session_id"] = c.unpack(_HI)
     responses = []
-    for _ in range(c.count(6)):
-        name = c.string()
+    for _ in range(_compact_count(c, 3) if flex else c.count(6)):
+        name = _compact_name(c) if flex else c.string()
         parts = []
-        for _ in range(c.count(18)):
-            index, error, hw, size = c.unpack(_IHQI)
-            parts.append({"partition_index": index, "error_code": error, "high_watermark": hw,
-                          "records": c.records(size)})
+        for _ in range(_compact_count(c, 15) if flex else c.count(18)):
+            index, error, hw = c.unpack(_IHQ)
+            part: dict[str, Any] = {"partition_index": index, "error_code": error, "high_watermark": hw}
+            if version >= 4:
+                (part["last_stable_offset"],) = c.unpack(_Q)
+                if version >= 5:
+                    (part["log_start_offset"],) = c.unpack(_Q)
+                n = _uvarint(c) - 1 if flex else c.unpack(_I)[0]
+                if n < -1 or n * 16 > c.end - c.pos:
+                    raise ProtocolError(f"impossible aborted transactions length {n}")
+                aborted: list[dict[str, int]] = []
+                for _ in range(max(n, 0)):
+                    producer_id, first_offset = c.unpack(_QQ)
+                    if flex:
+                        _skip_tagged_fields(c)
+                    aborted.append({"producer_id": producer_id, "first_offset": first_offset})
+                part["aborted_transactions"] = None if n == -1 else aborted
+                if version >= 11:
+                    (part["preferred_read_replica"],) = c.unpack(_I)
+            size = _uvarint(c) - 1 if flex else c.unpack(_I)[0]
+            part["records"] = c.records(size)
+            if flex:
+                _skip_tagged_fields(c)
+            parts.append(part)
+        if flex:
+            _skip_tagged_fields(c)
         responses.append({"topic": name, "partitions": parts})
+    if flex:
+        _skip_tagged_fields(c)
     out["responses"] = responses
     return out

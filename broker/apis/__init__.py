@@ -14,6 +14,7 @@ from broker.apis import (  # noqa: F401  (imported to register)
     leader_and_isr,
     list_offsets,
     metadata,
+    offset_for_leader_epoch,
     produce,
     stop_replica,
     update_metadata,

@@ -1,14 +1,38 @@
-"""Fetch, versions 0-3, with KIP-74's response-wide max_bytes and KIP-73's leader throttle.
+"""Fetch, versions 0-12 (Kafka 2.8's table), with KIP-74's response-wide max_bytes and KIP-73's
+leader throttle.
+
+Versions: v4 isolation_level (there are no transactions: the last stable offset is the high
+watermark, and aborted_transactions is null for READ_UNCOMMITTED and empty for READ_COMMITTED,
+as Kafka answers); v5 log_start_offset; v7 fetch sessions are declined, as a broker whose
+session cache has no slots declines them: a full fetch (session epoch 0 or -1) is answered in
+full with session_id 0, and an incremental one (any other epoch) with the top-level error
+FETCH_SESSION_ID_NOT_FOUND and no partitions, since no session was ever handed out; v9
+current_leader_epoch is checked against the partition's leader epoch when this broker knows
+it (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH, -1: not checked); v11
+rack_id is ignored and preferred_read_replica is -1; v12 is flexible, its tagged fields
+(diverging_epoch, current_leader, snapshot_id) stay unset. A storage error is answered as
+NOT_LEADER_FOR_PARTITION to Fetch v0-5, whose clients do not know KAFKA_STORAGE_ERROR
+(Kafka's maybeDownConvertStorageError).
+
+Message formats: Fetch v4+ gets the log's bytes as stored (RecordBatch v2, or magic 1 from
+older logs). A consumer fetching with v0-3 gets them down-converted when they hold anything
+newer than it reads (v0-1: magic 0, v2-3: magic 1; protocol.records.down_convert), and the
+size rules below apply to the converted bytes. Followers (replica_id >= 0) always get the
+stored bytes: replication between minibrokers stays on Fetch v3 and carries RecordBatch v2 as
+is (a departure: Kafka would down-convert a v3 follower fetch too). A ZStandard batch cannot be
+down-converted: UNSUPPORTED_COMPRESSION_TYPE for that partition (Kafka also refuses Fetch < 10 on
+topics whose compression.type is zstd; there is no topic compression.type here, and the log
+holds no zstd batches while produce refuses them).
 
 For each partition in request order the log is read up to min(partition max_bytes, what
-is left of the response limit). Until a partition has returned data, the first message
-is returned whole even if larger than both limits (v3); after that, a v3 partition whose
-first message does not fit gets empty records and no error, while v0-v2 return a partial
-message as Kafka 0.10 did. Consumers (replica_id < 0) read up to the high watermark;
+is left of the response limit). Until a partition has returned data, the first message or
+batch is returned whole even if larger than both limits (v3+); after that, a v3+ partition
+whose first message does not fit gets empty records and no error, while v0-v2 return a
+partial message as Kafka 0.10 did. Consumers (replica_id < 0) read up to the high watermark;
 followers up to the log end. replica_id -2 (debug consumer) may read from a non-leader.
 The response waits up to max_wait_ms for min_bytes, woken by appends. Record bytes travel
 as slices of the segment files. A partition whose log directory failed (before or during
-the read) gets KAFKA_STORAGE_ERROR.
+the read) gets KAFKA_STORAGE_ERROR (NOT_LEADER_FOR_PARTITION below v6, as above).
 
 Follower fetches (replica_id >= 0) first record the follower's fetch offset (ISR
 bookkeeping), and only after checking it, in Kafka 2.8's order
@@ -41,7 +65,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
@@ -49,10 +73,17 @@ from broker.log import KafkaStorageError, OffsetOutOfRange
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_request, encode_fetch_response
 from protocol.messages import fetch as messages
-from protocol.records.records import down_convert
+from protocol.records.down_convert import down_convert, fit, needs_conversion, target_magic
+from protocol.records.errors import RecordsError
+
+if TYPE_CHECKING:
+    from broker.replication.replica_manager import Partition
 
 DEBUG_REPLICA_ID = -2
 THROTTLE_RECHECK_S = 0.05
+READ_COMMITTED = 1
+# Session epochs of a full fetch request (Kafka's FetchMetadata INITIAL_EPOCH and FINAL_EPOCH).
+FULL_FETCH_EPOCHS = (0, -1)
 
 
 def decode(buf: memoryview, version: int) -> dict[str, Any]:
@@ -72,6 +103,10 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
     min_one = version >= 3
     total = throttled_bytes = limited_bytes = 0
     held_back = False
+    # Consumers below Fetch v4 read an older message format; followers get the log as stored.
+    convert_to = target_magic(version) if consumer else 2
+    read_committed = version >= 4 and request.get("isolation_level", 0) == READ_COMMITTED
+    storage_error = ErrorCode.KAFKA_STORAGE_ERROR if version > 5 else ErrorCode.NOT_LEADER_FOR_PARTITION
     allowance = float("inf")
     min_grant = 0.0
     responses = []
@@ -80,15 +115,23 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
         parts = []
         for fp in topic["partitions"]:
             idx = fp["partition"]
-            out: dict[str, Any] = {"partition_index": idx, "error_code": 0, "high_watermark": -1, "records": b""}
+            out: dict[str, Any] = {"partition_index": idx, "error_code": 0, "high_watermark": -1,
+                                   "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                                   "records": b""}
             parts.append(out)
             part = rm.get(name, idx)
             if rm.is_offline(name, idx):
-                out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                out["error_code"] = storage_error
                 continue
             if part is None:
                 known = services.metadata.partition(name, idx) is not None
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            # Before the leader check, as Kafka's localLogWithEpochOrException does.
+            asked_epoch = fp.get("current_leader_epoch", -1)
+            if asked_epoch >= 0 and part.leader_epoch >= 0 and asked_epoch != part.leader_epoch:
+                out["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if asked_epoch < part.leader_epoch
+                                     else ErrorCode.UNKNOWN_LEADER_EPOCH)
                 continue
             if part.leader != services.broker_id and replica_id != DEBUG_REPLICA_ID:
                 out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
@@ -104,7 +147,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
                     continue
                 if check == "not_assigned":
                     # Kafka 2.8's answer: no error, empty records, the high watermark.
-                    out["high_watermark"] = part.high_watermark
+                    _offsets(out, part)
                     continue
                 # Only when the request arrives, as Kafka does (fetchMessages, not the delayed
                 # fetch's re-reads): a long poll re-read after the controller dropped this
@@ -123,30 +166,39 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
                     grant_floor = max(min(fp["partition_max_bytes"], limit, min_grant), 1)
                     if exceeded or allowance - limited_bytes < grant_floor:
                         held_back = True
-                        out["high_watermark"] = part.high_watermark
+                        _offsets(out, part)
                         continue
-            out["high_watermark"] = part.high_watermark
+            _offsets(out, part)
+            if read_committed:
+                out["aborted_transactions"] = []
             size = max(0, min(fp["partition_max_bytes"], limit))
             if limited:
                 size = int(min(size, allowance - limited_bytes))
             try:
+                # A converting v0-2 read takes its first entry whole, to cut after conversion.
                 sl = rm.read(part, fp["fetch_offset"], size, consumer=consumer,
-                             min_one_message=min_one, allow_partial=version < 3)
+                             min_one_message=min_one or (convert_to < 2 and version < 3), allow_partial=version < 3)
                 data = sl.read_bytes() if sl.length else b""
             except OffsetOutOfRange:
                 out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
             except KafkaStorageError:
-                out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                out["error_code"] = storage_error
                 continue
             except OSError as e:  # the pread of the slice itself
                 rm.fail_dir("read", e)
-                out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                out["error_code"] = storage_error
                 continue
-            if data and consumer:
-                # Fetch v0-3 consumers read magic 0/1 only: batches are down-converted
-                # (v2-produce's interim hook; KIP-74's sizes over converted data are the fetch side's).
-                data = down_convert(data, fp["fetch_offset"])
+            if convert_to < 2 and data:
+                if needs_conversion(data, convert_to):
+                    try:
+                        converted = down_convert(data, convert_to, fp["fetch_offset"])
+                    except RecordsError as e:  # ZStandard (UNSUPPORTED_COMPRESSION_TYPE), or a corrupt log
+                        out["error_code"] = e.error_code
+                        continue
+                    data = fit(converted, size, min_one, allow_partial=version < 3)
+                elif len(data) > size:
+                    data = data[:size]  # Fetch v0-2: a first message above the limit is sent cut, as stored
             if data:
                 out["records"] = data
                 total += len(data)
@@ -161,8 +213,19 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
     return responses, total, throttled_bytes, held_back
 
 
+def _offsets(out: dict[str, Any], part: Partition) -> None:
+    """The partition's offsets in an answer that is not an error: no transactions, so the last
+    stable offset is the high watermark."""
+    out["high_watermark"] = out["last_stable_offset"] = part.high_watermark
+    out["log_start_offset"] = part.log.log_start_offset
+
+
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     services = ctx.services
+    if ctx.api_version >= 7 and request.get("session_epoch", -1) not in FULL_FETCH_EPOCHS:
+        # An incremental fetch names a session; none is ever created (session_id 0 in every
+        # answer), so it cannot exist: Kafka's SessionErrorContext answer.
+        return encode_fetch_response(ctx.api_version, 0, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0)
     rm = services.replicas
     consumer = request["replica_id"] < 0
     throttle_ms = 0

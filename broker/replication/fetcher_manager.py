@@ -62,6 +62,20 @@ class FetcherManager:
     def restart_at(self, tp: TP, offset: int) -> None:
         self.replicas.restart_follower_at(tp, offset)
 
+    def latest_epoch(self, tp: TP) -> int | None:
+        return self.replicas.latest_epoch(tp)
+
+    def current_leader_epoch(self, tp: TP) -> int | None:
+        part = self._part(tp)
+        return None if part is None else part.leader_epoch
+
+    def end_offset_for_epoch(self, tp: TP, epoch: int) -> tuple[int, int] | None:
+        return self.replicas.end_offset_for_epoch(tp, epoch)
+
+    def high_watermark(self, tp: TP) -> int | None:
+        part = self._part(tp)
+        return None if part is None else part.high_watermark
+
     # assignment ---------------------------------------------------------------------------
 
     def add(self, part: Partition, leader: BrokerInfo) -> None:

@@ -4,8 +4,15 @@ Roles come from the controller's LeaderAndIsr. A leader tracks its followers' fe
 offsets (broker.replication.isr.IsrTracker), moves the high watermark to the minimum log end over
 the ISR, shrinks and expands the ISR by lag time and writes each change with a
 conditional set on the partition's state znode, batching the changes into
-`/isr_change_notification` for the controller. A follower truncates to its high
-watermark and is handed to a replica fetcher for its leader.
+`/isr_change_notification` for the controller. A follower is handed to a replica fetcher
+for its leader, which truncates it first (KIP-101/KIP-279): to the end of its latest leader
+epoch as the leader knows it (`end_offset_for_epoch`), or to its high watermark when its log
+holds no epochs (magic-1 data) or the leader has none for it.
+
+Leader epochs (KIP-101): each partition keeps its epochs in `leader-epoch-checkpoint`
+(broker.log.leader_epoch_checkpoint). A new leader records (its epoch, its log end offset);
+every append, leader's or follower's, records the epochs stamped in its magic-2 batches; every
+truncation drops the epochs above the new log end.
 
 Storage errors (broker.replication.log_dir_failure): an I/O error on the log directory fails
 it as a whole, once: its partitions go offline at once (`Partition.offline`; Produce, Fetch and
@@ -32,6 +39,8 @@ import structlog
 from broker.config import BrokerConfig
 from broker.log import FileSlice, KafkaStorageError, Log, OffsetOutOfRange
 from broker.log.dirs import partition_dir
+from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from broker.log.leader_epoch_checkpoint import LeaderEpochFile
 from broker.log.log import CLEAN_SHUTDOWN
 from broker.log.producer_state import BatchMetadata, ProducerBatch, ProducerStateError
 from broker.log.producers import PartitionProducers
@@ -84,6 +93,7 @@ class Partition:
     topic: str
     index: int
     log: Log
+    epochs: LeaderEpochFile
     replicas: list[int] = field(default_factory=list)
     leader: int = -1
     leader_epoch: int = -1
@@ -235,15 +245,16 @@ class ReplicaManager:
                 plog = Log.open(directory, segment_bytes=segment_bytes or self.config.log_segment_bytes)
                 producers = PartitionProducers(plog, self.config.transactional_id_expiration_ms)
                 try:
+                    epochs = LeaderEpochFile.open(plog)
                     producers.load(self.wall_clock(), clean)
-                except KafkaStorageError:
+                except BaseException:
                     plog.abandon()
                     raise
             except KafkaStorageError as e:
                 self._unopened_offline.add((topic, index))
                 self.fail_dir("open", e)
                 raise
-            part = Partition(topic, index, plog, producers=producers)
+            part = Partition(topic, index, plog, epochs, producers=producers)
             part.high_watermark = min(self._checkpointed.get((topic, index), 0), plog.log_end_offset)
             self.partitions[(topic, index)] = part
             log.info("partition.opened", topic=topic, partition=index, log_end_offset=plog.log_end_offset,
@@ -295,6 +306,13 @@ class ReplicaManager:
         part.replicas, part.isr, part.leader_epoch = list(replicas), list(isr), leader_epoch
         part.leader, part.zk_version, part.controller_epoch = self.broker_id, zk_version, controller_epoch
         part.min_insync_replicas = min_isr
+        try:
+            # Kafka's makeLeader: this epoch's messages start at our log end (KIP-279: also when
+            # the epoch is not new to us, so a follower asking for it gets our log end).
+            part.epochs.assign(leader_epoch, part.log_end_offset)
+        except KafkaStorageError as e:
+            self.fail_dir("leader epoch checkpoint", e)
+            raise
         if not was_leader or part.tracker is None:
             part.tracker = IsrTracker(self.broker_id, replicas, self.clock(), self.config.replica_lag_time_max_ms)
         else:
@@ -309,18 +327,8 @@ class ReplicaManager:
         part.replicas, part.isr, part.leader_epoch = list(replicas), list(isr), leader_epoch
         part.leader, part.zk_version, part.controller_epoch = leader, zk_version, controller_epoch
         part.tracker = None
-        # Kafka 0.10's rule: a new follower drops what lies above its high watermark;
-        # the leader's log decides the rest.
-        if part.log_end_offset > part.high_watermark:
-            log.info("partition.truncating", topic=topic, partition=index, to=part.high_watermark,
-                     log_end_offset=part.log_end_offset)
-            try:
-                part.log.truncate_to(part.high_watermark)
-                self._producers_truncated(part)
-            except KafkaStorageError as e:
-                self.fail_dir("truncate", e)
-                raise
-            part.high_watermark = min(part.high_watermark, part.log_end_offset)  # a straddling wrapper went whole
+        # No truncation here (KIP-101): the replica fetcher truncates before it fetches, by the
+        # leader's answer to OffsetForLeaderEpoch, or to the high watermark without epochs.
         self.appended.fire()
         return part
 
@@ -409,6 +417,8 @@ class ReplicaManager:
             if producers is not None and staged is not None:
                 producers.states.commit(staged, part.log_end_offset)
                 producers.after_append()
+            if part.leader_epoch >= 0:  # the epoch just stamped; become_leader usually has it
+                part.epochs.assign(part.leader_epoch, first)
         except KafkaStorageError as e:
             # The log left no trace of this append; the directory goes offline all the same.
             self.fail_dir("append", e)
@@ -446,6 +456,7 @@ class ReplicaManager:
             appended = data[:end] if end < len(data) else data
             try:
                 part.log.append(appended, last_offset)
+                part.epochs.assign_from(appended)  # the leader's epochs, as stamped in its batches
                 if part.producers is not None:
                     part.producers.replicated(appended)  # no checks on a follower, only the state
             except KafkaStorageError as e:
@@ -458,11 +469,19 @@ class ReplicaManager:
         return end
 
     def truncate_follower(self, tp: tuple[str, int], offset: int) -> None:
-        """The leader's log ends below ours (OFFSET_OUT_OF_RANGE): cut our log to `offset`."""
+        """Cut a follower's log to `offset` (the epoch truncation, or the leader's log end below ours)."""
         part = self.partitions.get(tp)
         if part is not None and not part.offline:
+            if offset < part.log_end_offset:
+                log.info("partition.truncating", topic=tp[0], partition=tp[1], to=offset,
+                         log_end_offset=part.log_end_offset)
             try:
+                below_start = offset < part.log.log_start_offset
                 part.log.truncate_to(offset)
+                if below_start:
+                    part.epochs.clear()  # the log started again, empty, at `offset` (Kafka's clearAndFlush)
+                else:
+                    part.epochs.truncate_from_end(part.log_end_offset)
                 self._producers_truncated(part)
             except KafkaStorageError as e:
                 self.fail_dir("truncate", e)
@@ -476,6 +495,7 @@ class ReplicaManager:
         if part is not None and not part.offline:
             try:
                 part.log.truncate_fully_and_start_at(offset)
+                part.epochs.clear()
                 if part.producers is not None:
                     part.producers.restarted_at(offset)
             except KafkaStorageError as e:
@@ -497,6 +517,40 @@ class ReplicaManager:
         for part in list(self.partitions.values()):
             if part.producers is not None and not part.offline:
                 part.producers.remove_expired(now)
+
+    def latest_epoch(self, tp: tuple[str, int]) -> int | None:
+        """The latest leader epoch in a hosted partition's log; None without epochs."""
+        part = self.partitions.get(tp)
+        return None if part is None or part.offline else part.epochs.latest_epoch
+
+    def end_offset_for_epoch(self, tp: tuple[str, int], epoch: int) -> tuple[int, int] | None:
+        """This replica's own (epoch, end offset) for `epoch` (KIP-279's largest epoch <= it); None if unknown."""
+        part = self.partitions.get(tp)
+        if part is None or part.offline:
+            return None
+        found, end = part.epochs.end_offset_for(epoch, part.log_end_offset)
+        return None if end == UNDEFINED_EPOCH_OFFSET else (found, end)
+
+    def epoch_for_offset(self, part: Partition, offset: int) -> int:
+        """The leader epoch that wrote `offset` (ListOffsets v4's leader_epoch); -1 if unknown."""
+        found = part.epochs.epoch_for_offset(offset)
+        return UNDEFINED_EPOCH if found is None else found
+
+    def last_offset_for_leader_epoch(self, part: Partition, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch on a hosted partition: (error, epoch, end offset), Kafka's
+        Partition.lastOffsetForLeaderEpoch with fetchOnlyFromLeader (current epoch -1: no fencing)."""
+        if part.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if current_leader_epoch != -1:
+            if part.leader_epoch > current_leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            if part.leader_epoch < current_leader_epoch:
+                return ErrorCode.UNKNOWN_LEADER_EPOCH, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if part.leader != self.broker_id:
+            return ErrorCode.NOT_LEADER_FOR_PARTITION, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        epoch, end = part.epochs.end_offset_for(leader_epoch, part.log_end_offset)
+        return ErrorCode.NONE, epoch, end
 
     # ---- fetch -----------------------------------------------------------------------
 

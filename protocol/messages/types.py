@@ -23,6 +23,7 @@ from protocol.messages import (
     leader_and_isr,
     list_offsets,
     metadata,
+    offset_for_leader_epoch,
     produce,
     stop_replica,
     update_metadata,
@@ -87,14 +88,17 @@ class ProduceResponse(TypedDict):
     throttle_time_ms: NotRequired[int]
 
 
-# ---- Fetch (key 1), versions 0-3 -----------------------------------------------------------------
+# ---- Fetch (key 1), versions 0-12 ----------------------------------------------------------------
 
 
 class FetchRequestTopicPartition(TypedDict):
     """An element of FetchRequest.topics[].partitions[]."""
 
     partition: int
+    current_leader_epoch: NotRequired[int]
     fetch_offset: int
+    last_fetched_epoch: NotRequired[int]
+    log_start_offset: NotRequired[int]
     partition_max_bytes: int
 
 
@@ -105,14 +109,55 @@ class FetchRequestTopic(TypedDict):
     partitions: list[FetchRequestTopicPartition]
 
 
-class FetchRequest(TypedDict):
-    """Fetch request, versions 0-3."""
+class FetchRequestForgottenTopicsData(TypedDict):
+    """An element of FetchRequest.forgotten_topics_data[]."""
 
+    topic: str
+    partitions: list[int]
+
+
+class FetchRequest(TypedDict):
+    """Fetch request, versions 0-12."""
+
+    cluster_id: NotRequired[str | None]
     replica_id: int
     max_wait_ms: int
     min_bytes: int
     max_bytes: NotRequired[int]
+    isolation_level: NotRequired[int]
+    session_id: NotRequired[int]
+    session_epoch: NotRequired[int]
     topics: list[FetchRequestTopic]
+    forgotten_topics_data: NotRequired[list[FetchRequestForgottenTopicsData]]
+    rack_id: NotRequired[str]
+
+
+class FetchResponseResponsePartitionDivergingEpoch(TypedDict):
+    """FetchResponse.responses[].partitions[].diverging_epoch (struct)."""
+
+    epoch: int
+    end_offset: int
+
+
+class FetchResponseResponsePartitionCurrentLeader(TypedDict):
+    """FetchResponse.responses[].partitions[].current_leader (struct)."""
+
+    leader_id: int
+    leader_epoch: int
+
+
+class FetchResponseResponsePartitionSnapshotId(TypedDict):
+    """FetchResponse.responses[].partitions[].snapshot_id (struct)."""
+
+    end_offset: int
+    epoch: int
+
+
+class FetchResponseResponsePartitionAbortedTransaction(TypedDict):
+    """An element of FetchResponse.responses[].partitions[].aborted_transactions[]."""
+
+    producer_id: int
+    first_offset: int
 
 
 class FetchResponseResponsePartition(TypedDict):
@@ -121,6 +166,13 @@ class FetchResponseResponsePartition(TypedDict):
     partition_index: int
     error_code: int
     high_watermark: int
+    last_stable_offset: NotRequired[int]
+    log_start_offset: NotRequired[int]
+    diverging_epoch: NotRequired[FetchResponseResponsePartitionDivergingEpoch]
+    current_leader: NotRequired[FetchResponseResponsePartitionCurrentLeader]
+    snapshot_id: NotRequired[FetchResponseResponsePartitionSnapshotId]
+    aborted_transactions: NotRequired[list[FetchResponseResponsePartitionAbortedTransaction] | None]
+    preferred_read_replica: NotRequired[int]
     records: bytes | memoryview | None
 
 
@@ -132,9 +184,11 @@ class FetchResponseResponse(TypedDict):
 
 
 class FetchResponse(TypedDict):
-    """Fetch response, versions 0-3."""
+    """Fetch response, versions 0-12."""
 
     throttle_time_ms: NotRequired[int]
+    error_code: NotRequired[int]
+    session_id: NotRequired[int]
     responses: list[FetchResponseResponse]
 
 
@@ -605,6 +659,54 @@ class InitProducerIdResponse(TypedDict):
     producer_epoch: int
 
 
+# ---- OffsetForLeaderEpoch (key 23), versions 0-4 -------------------------------------------------
+
+
+class OffsetForLeaderEpochRequestTopicPartition(TypedDict):
+    """An element of OffsetForLeaderEpochRequest.topics[].partitions[]."""
+
+    partition: int
+    current_leader_epoch: NotRequired[int]
+    leader_epoch: int
+
+
+class OffsetForLeaderEpochRequestTopic(TypedDict):
+    """An element of OffsetForLeaderEpochRequest.topics[]."""
+
+    topic: str
+    partitions: list[OffsetForLeaderEpochRequestTopicPartition]
+
+
+class OffsetForLeaderEpochRequest(TypedDict):
+    """OffsetForLeaderEpoch request, versions 0-4."""
+
+    replica_id: NotRequired[int]
+    topics: list[OffsetForLeaderEpochRequestTopic]
+
+
+class OffsetForLeaderEpochResponseTopicPartition(TypedDict):
+    """An element of OffsetForLeaderEpochResponse.topics[].partitions[]."""
+
+    error_code: int
+    partition: int
+    leader_epoch: NotRequired[int]
+    end_offset: int
+
+
+class OffsetForLeaderEpochResponseTopic(TypedDict):
+    """An element of OffsetForLeaderEpochResponse.topics[]."""
+
+    topic: str
+    partitions: list[OffsetForLeaderEpochResponseTopicPartition]
+
+
+class OffsetForLeaderEpochResponse(TypedDict):
+    """OffsetForLeaderEpoch response, versions 0-4."""
+
+    throttle_time_ms: NotRequired[int]
+    topics: list[OffsetForLeaderEpochResponseTopic]
+
+
 # ---- CreatePartitions (key 37), versions 0-3 -----------------------------------------------------
 
 
@@ -680,5 +782,7 @@ CREATE_TOPICS: Api[CreateTopicsRequest, CreateTopicsResponse] = Api(create_topic
 DELETE_TOPICS: Api[DeleteTopicsRequest, DeleteTopicsResponse] = Api(delete_topics.API_KEY, delete_topics.NAME)
 INIT_PRODUCER_ID: Api[InitProducerIdRequest, InitProducerIdResponse] = Api(
     init_producer_id.API_KEY, init_producer_id.NAME)
+OFFSET_FOR_LEADER_EPOCH: Api[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse] = Api(
+    offset_for_leader_epoch.API_KEY, offset_for_leader_epoch.NAME)
 CREATE_PARTITIONS: Api[CreatePartitionsRequest, CreatePartitionsResponse] = Api(
     create_partitions.API_KEY, create_partitions.NAME)

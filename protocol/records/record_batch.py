@@ -331,3 +331,24 @@ def build_batch(records: Sequence[RecordSpec], base_offset: int = 0, codec: int 
     out = head + body
     _U32.pack_into(out, CRC_AT, batch_crc(out, 0, len(out)))
     return bytes(out)
+
+
+def batch_contents(buf: memoryview, pos: int) -> tuple[int, int, list[BatchRecord], int] | None:
+    """(attributes, max timestamp, records with absolute offsets and their own timestamps,
+    position after the batch) of the stored batch at pos, or None when it is cut off; for
+    reading back what the log holds (down-conversion), so control and transactional batches
+    are returned, not refused, and LogAppendTime is left to the caller.
+    """
+    if pos + HEADER_SIZE > len(buf):
+        return None
+    (base_offset, length, _epoch, magic, crc, attributes, _last_delta, first_ts, max_ts, _pid, _pepoch, _seq,
+     count) = _HEADER.unpack_from(buf, pos)
+    end = pos + _LENGTH_FROM + length
+    if magic != 2 or length < MIN_BATCH_LENGTH or count < 0:
+        raise RecordsError.corrupt("bad record batch header")
+    if end > len(buf):
+        return None
+    batch = buf[pos:end]
+    if crc32c.crc32c(batch[RECORD_BATCH_CRC_FROM:]) != crc:
+        raise RecordsError.corrupt("record batch CRC32C mismatch")
+    return attributes, max_ts, _records(batch, attributes, count, base_offset, first_ts, None), end

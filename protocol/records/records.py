@@ -6,8 +6,8 @@ same offset (protocol.layouts.MAGIC_OFFSET), so one peek at an entry says which 
 
 The log holds RecordBatch v2 (what protocol.records.validator makes of every produced set) and,
 in logs written before, magic-1 entries; a log may mix them. The follower's check
-(`shallow_validate`) and the readers here take both. `down_convert` turns what a log slice
-holds into magic-1 messages for consumers that fetch with Fetch < 4.
+(`shallow_validate`) and the readers here take both. protocol.records.down_convert rewrites
+what a log slice holds for consumers that fetch with Fetch < 4.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from protocol.records.crc import crc32
 from protocol.records.errors import RecordsError
 from protocol.records.message_set import AppendInfo, Record, encode_entry
 
-__all__ = ["AppendInfo", "Record", "any_record_batch", "batches_to_message_set", "decode_records", "down_convert",
-           "magic_at", "shallow_validate"]
+__all__ = ["AppendInfo", "Record", "batches_to_message_set", "decode_records", "magic_at", "shallow_validate"]
 
 RECORD_BATCH_MAGIC = 2
 _ENTRY_HEAD = fixed(MessageV0Head, last="magic")  # offset, size, crc (v0/v1) or leader epoch (v2), magic
@@ -101,57 +100,6 @@ def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
         last = offset
         pos = nxt
     return pos, last
-
-
-def any_record_batch(buf: bytes | bytearray | memoryview) -> bool:
-    """Whether a slice holds a magic-2 batch (reading entry heads only)."""
-    pos = 0
-    end = len(buf)
-    while pos + MAGIC_OFFSET < end:
-        if buf[pos + MAGIC_OFFSET] == RECORD_BATCH_MAGIC:
-            return True
-        (size,) = _SIZE.unpack_from(buf, pos + 8)
-        if size < 0:
-            return False
-        pos += LOG_OVERHEAD + size
-    return False
-
-
-def down_convert(data: bytes | bytearray | memoryview, first_offset: int = 0) -> bytes:
-    """A log slice as magic-1 messages, for a consumer fetching with Fetch < 4 (Kafka's
-    down-conversion: headers, producer ids and the leader epoch are dropped; records keep their
-    offsets, keys, values and timestamps, uncompressed). Magic 0/1 entries pass through as
-    they are; a cut-off batch at the end is left out (a cut-off magic-1 entry is kept, as
-    Fetch v0-2's partial messages are), unless it is all there is. Records of a batch below first_offset (the fetch
-    offset, inside the first batch) are left out, as Kafka's RecordsUtil.downConvert does.
-
-    This is the hook for the Fetch v0-3 consumer path; KIP-74's size rules over converted data
-    belong to the fetch side.
-    """
-    buf = memoryview(data)
-    if not any_record_batch(buf):
-        return bytes(buf)
-    out: list[bytes] = []
-    pos = 0
-    end = len(buf)
-    while pos + LOG_OVERHEAD <= end:
-        if magic_at(buf, pos) == RECORD_BATCH_MAGIC:
-            parsed = record_batch.parse_batch(buf, pos, strict=False)
-            if parsed is None:
-                if not out:
-                    # Only a cut-off first batch (Fetch v0-2 with a batch above the partition's
-                    # max bytes): sent unconverted, so the client sees a partial entry and can
-                    # tell the message is too large rather than stall on empty responses.
-                    return bytes(buf)
-                break
-            records, pos = parsed
-            out.extend(encode_entry(o, 1, 0, ts, k, v) for o, ts, k, v in records if o >= first_offset)
-            continue
-        (size,) = _SIZE.unpack_from(buf, pos + 8)
-        nxt = pos + LOG_OVERHEAD + size
-        out.append(bytes(buf[pos:min(nxt, end)]))
-        pos = nxt
-    return b"".join(out)
 
 
 def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:

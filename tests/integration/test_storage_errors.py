@@ -218,8 +218,11 @@ async def test_unwritable_log_dir_answers_storage_error_and_moves_leadership(bro
                 code, _ = await try_produce(b0, "ro", p, [(b"k", b"v")], acks=1)
                 assert code == ErrorCode.KAFKA_STORAGE_ERROR, (p, code)
             async with await connect(b0) as conn:
-                got = await fetch(conn, [("ro", 0, 0, 1 << 20)])
+                got = await fetch(conn, [("ro", 0, 0, 1 << 20)], version=6)
                 assert got[("ro", 0)]["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+                # Fetch v0-5 clients do not know KAFKA_STORAGE_ERROR: Kafka answers them NOT_LEADER.
+                got = await fetch(conn, [("ro", 0, 0, 1 << 20)], version=3)
+                assert got[("ro", 0)]["error_code"] == ErrorCode.NOT_LEADER_FOR_PARTITION
             # The new leader has every acknowledged message and takes new ones.
             async with await connect(b1) as conn:
                 for p in (0, 1):

@@ -19,11 +19,14 @@ class BrokerProcess:
     """One broker's properties file, process and log, in `workdir`.
 
     With `metrics` the broker also serves Prometheus metrics on a free port, at `metrics_url`.
+    `source` runs the broker from another source tree (an older release unpacked by
+    `git archive`, to show what a change fixes); by default this one.
     """
 
     def __init__(self, workdir: Path, broker_id: int, zk_connect: str, overrides: dict[str, str] | None = None,
-                 metrics: bool = False) -> None:
+                 metrics: bool = False, source: Path | None = None) -> None:
         self.workdir = workdir
+        self.source = source or ROOT
         self.broker_id = broker_id
         self.port = free_port()
         self.zk_connect = zk_connect
@@ -58,7 +61,7 @@ class BrokerProcess:
         out = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", str(self.props)],
                                      stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=str(ROOT))
+                                     cwd=str(self.source))
         out.close()
         if wait:
             self.wait_ready(timeout)
@@ -104,6 +107,12 @@ class BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process holds its sockets and its ZooKeeper session until that times out,
+        and answers nothing (a hung broker, not a dead one)."""
+        assert self.proc is not None and self.proc.poll() is None
+        os.kill(self.proc.pid, signal.SIGSTOP)
 
 
 def start_together(brokers: list[BrokerProcess], timeout: float = 30) -> None:

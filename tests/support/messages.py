@@ -36,3 +36,42 @@ def read_back_with_kafka_python(bootstrap: str, topic: str, n: int = N_MESSAGES,
         return got, tail
     finally:
         c.close()
+
+
+# ---- records with headers and timestamps (message format v2) -------------------------------------
+
+T0_MS = 1_700_000_000_000
+HeaderedMessage = tuple[bytes, bytes, list[tuple[str, bytes]], int]  # key, value, headers, timestamp
+
+
+def headered_messages(tag: str, n: int = 2_000) -> list[HeaderedMessage]:
+    """Keyed values with three headers each (text, binary, empty) and explicit CreateTime timestamps.
+
+    Header keys are distinct within a message, so clients that take headers as a mapping (KafkaJS)
+    keep their order; binary header values exercise byte-exactness.
+    """
+    return [(f"{tag}-key-{i % 97}".encode(), f"{tag}-value-{i}-".encode() + b"x" * (i % 50),
+             [("h-text", f"{tag}-h-{i}".encode()), ("h-bin", bytes([i % 256, 0, 255, 10, 9])), ("h-empty", b"")],
+             T0_MS + 7 * i) for i in range(n)]
+
+
+def read_headered_with_kafka_python(bootstrap: str, topic: str, n: int,
+                                    **consumer_config: object) -> list[tuple[int, bytes, bytes, list, int]]:
+    """(offset, key, value, headers, timestamp) of the first n messages of partition 0, read with
+    assign + seek_to_beginning; consumer_config pins, e.g., api_version=(0, 10, 1)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                      consumer_timeout_ms=10_000, **consumer_config)
+    try:
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        got = []
+        for m in c:
+            got.append((m.offset, m.key, m.value, [(k, bytes(v)) for k, v in (m.headers or [])], m.timestamp))
+            if len(got) == n:
+                break
+        return got
+    finally:
+        c.close()

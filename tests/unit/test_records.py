@@ -21,7 +21,7 @@ from protocol.records.message_set import (
     shallow_validate,
     validate_and_assign,
 )
-from protocol.records.records import decode_records, down_convert
+from protocol.records.records import decode_records
 from protocol.records.records import shallow_validate as shallow_validate_any
 
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4]
@@ -218,25 +218,6 @@ def test_follower_check_takes_batches_and_messages_mixed() -> None:
     backwards = legacy + _at(_batch(3), 2)
     with pytest.raises(RecordsError):
         shallow_validate_any(backwards)
-
-
-@pytest.mark.parametrize("codec", CODECS)
-def test_down_convert_gives_magic1_with_offsets_kept(codec: int) -> None:
-    legacy = validate_and_assign(build_message_set(recs(2), magic=1), 0, 0).buffer
-    data = legacy + _at(_batch(5, codec), 2)
-    out = down_convert(data)
-    assert {b for pos, _, _ in scan_entries(out) for b in [out[pos + 16]]} == {1}
-    assert [(r.offset, r.key, r.value) for r in decode_records(out)] == [(r.offset, r.key, r.value)
-                                                                          for r in decode_records(data)]
-    assert down_convert(legacy) == legacy
-    assert down_convert(data[:-1]) == legacy  # a cut-off batch is left out
-    cut = _batch(5, codec)[:-1]
-    assert down_convert(cut) == cut  # unless it is all there is: the client sees a partial entry
-    kp = MemoryRecords(out)
-    n = 0
-    while (b := kp.next_batch()) is not None:
-        n += len(list(b))
-    assert n == 7
 
 
 def test_no_codec_imports_the_other() -> None:

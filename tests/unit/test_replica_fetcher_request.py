@@ -38,6 +38,7 @@ def fetcher(throttle: Throttle) -> ReplicaFetcher:
     f = ReplicaFetcher("h", 1, 0, FetcherSettings(replica_id=2, max_wait_ms=500), Sink(), throttle, random.Random(1))
     for tp in [("t", 0), ("t", 1), ("t", 2)]:
         f.add(tp)
+    f.truncating.clear()  # as after the leader-epoch truncation (tests/unit/test_follower_truncation.py)
     return f
 
 

@@ -20,6 +20,7 @@ from protocol.errors import ErrorCode
 from protocol.records.compression import GZIP
 from protocol.records.message_set import build_message_set
 from protocol.records.validator import ValidationConfig
+from tests.support.batches import stamped_batch as batch
 
 TP = ("t", 0)
 
@@ -128,12 +129,17 @@ def test_follower_truncation_into_a_compressed_wrapper_keeps_hw_within_the_log(r
     assert part.high_watermark == 0  # never above the log end
 
 
-def test_becoming_follower_inside_a_compressed_wrapper_keeps_hw_within_the_log(rm: ReplicaManager) -> None:
+def test_becoming_follower_leaves_truncation_to_the_fetcher(rm: ReplicaManager) -> None:
+    # KIP-101: become_follower cuts nothing; the replica fetcher truncates by leader epoch, or
+    # (a log without epochs, as this magic-1 one) to the high watermark, through truncate_follower.
     part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
     wrapper = build_message_set([(None, b"v%d" % i, 0) for i in range(5)], codec=GZIP)
     rm.append_as_follower(part, wrapper, leader_hw=3)  # a divergent leader's high watermark, mid-wrapper
     assert (part.log_end_offset, part.high_watermark) == (5, 3)
-    rm.become_follower("t", 0, [1, 2], 2, 1, [1, 2], 0, 1, None)  # truncates to the high watermark
+    rm.become_follower("t", 0, [1, 2], 2, 1, [1, 2], 0, 1, None)
+    assert (part.log_end_offset, part.high_watermark) == (5, 3)
+    assert rm.latest_epoch(TP) is None  # magic-1 data: the fetcher falls back to the high watermark
+    rm.truncate_follower(TP, part.high_watermark)  # the wrapper straddles 3 and goes whole
     assert (part.log_end_offset, part.high_watermark) == (0, 0)
 
 
@@ -198,3 +204,29 @@ def test_a_follower_fetch_on_a_partition_this_broker_does_not_lead_records_nothi
     part = rm.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, None)
     assert rm.check_follower_fetch(part, 2, 0) == "not_assigned"
     assert rm.record_follower_fetch(part, 2, 0) is False
+
+
+def test_leader_epochs_follow_roles_appends_and_truncation(rm: ReplicaManager, tmp_path: Path) -> None:
+    part = rm.become_follower("t", 0, [1, 2], 2, 3, [1, 2], 0, 1, None)
+    rm.append_as_follower(part, batch(0, 3, 2) + batch(3, 2, 3), leader_hw=5)  # the leader's stamped epochs
+    assert part.epochs.cache.entries == [(2, 0), (3, 3)]
+    assert rm.end_offset_for_epoch(TP, 2) == (2, 3)
+    assert rm.latest_epoch(TP) == 3
+    rm.become_leader("t", 0, [1, 2], 5, [1, 2], 0, 1, 1, None)
+    assert part.epochs.cache.entries == [(2, 0), (3, 3), (5, 5)]  # this leader's epoch starts at its log end
+    assert rm.last_offset_for_leader_epoch(part, 5, 4) == (ErrorCode.NONE, 3, 5)
+    assert rm.last_offset_for_leader_epoch(part, 4, 4)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert rm.last_offset_for_leader_epoch(part, 6, 4)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert [rm.epoch_for_offset(part, o) for o in (0, 3, 4, 5, 9)] == [2, 3, 3, 5, 5]
+    rm.become_follower("t", 0, [1, 2], 2, 6, [1, 2], 0, 1, None)
+    assert rm.last_offset_for_leader_epoch(part, -1, 3)[0] == ErrorCode.NOT_LEADER_FOR_PARTITION
+    rm.truncate_follower(TP, 3)
+    assert part.epochs.cache.entries == [(2, 0)]
+    rm.truncate_follower(TP, 0)
+    assert part.epochs.cache.entries == []
+    rm.restart_follower_at(TP, 40)
+    rm.append_as_follower(part, batch(40, 1, 7), leader_hw=41)
+    assert part.epochs.cache.entries == [(7, 40)]
+    rm.restart_follower_at(TP, 90)
+    assert part.epochs.cache.entries == []
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n0\n"

@@ -1,0 +1,112 @@
+"""leader-epoch-checkpoint: Kafka's file format, atomic rewrite, and a rebuild from the log's batches
+when the file is missing or does not parse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.log import Log
+from broker.log.leader_epoch_cache import EpochEntry
+from broker.log.leader_epoch_checkpoint import FILENAME, CorruptCheckpoint, LeaderEpochFile, parse, render
+from protocol.records.epochs import epoch_runs, partition_leader_epoch
+from protocol.records.message_set import build_message_set
+from tests.support.batches import stamped_batch as batch
+
+
+def append(plog: Log, data: bytes, count: int) -> None:
+    plog.append(data, plog.log_end_offset + count - 1)
+
+
+def test_file_format_is_kafkas() -> None:
+    text = render([(0, 0), (3, 120), (7, 9000)])
+    assert text == "0\n3\n0 0\n3 120\n7 9000\n"
+    assert parse(text) == [EpochEntry(0, 0), EpochEntry(3, 120), EpochEntry(7, 9000)]
+    assert parse("") == []  # Kafka's CheckpointFile creates the file empty
+    assert parse("0\n0\n") == []
+
+
+@pytest.mark.parametrize("text", ["1\n0\n", "0\n2\n1 5\n", "0\n1\n1\n", "0\n1\n1 x\n", "zero\n", "0\n1\n1 2 3\n"])
+def test_malformed_files_are_refused(text: str) -> None:
+    with pytest.raises(CorruptCheckpoint):
+        parse(text)
+
+
+def test_round_trip_through_the_file(tmp_path: Path) -> None:
+    plog = Log.open(tmp_path / "t-0")
+    append(plog, batch(0, 3, 0), 3)
+    epochs = LeaderEpochFile.open(plog)
+    epochs.assign(5, 3)
+    append(plog, batch(3, 2, 5), 2)
+    epochs.assign_from(batch(3, 2, 5))  # same epoch again: no change
+    epochs.assign(6, 5)  # a new leader's epoch, before its first message
+    path = tmp_path / "t-0" / FILENAME
+    assert path.read_text() == "0\n3\n0 0\n5 3\n6 5\n"
+    assert not (tmp_path / "t-0" / (FILENAME + ".tmp")).exists()
+    append(plog, batch(5, 1, 6), 1)
+    plog.close()
+    again = LeaderEpochFile.open(Log.open(tmp_path / "t-0"))
+    assert again.cache.entries == [EpochEntry(0, 0), EpochEntry(5, 3), EpochEntry(6, 5)]
+    assert again.end_offset_for(5, 6) == (5, 5)
+
+
+def test_missing_file_is_rebuilt_from_the_batches(tmp_path: Path) -> None:
+    plog = Log.open(tmp_path / "t-0", segment_bytes=400)  # several segments
+    append(plog, build_message_set([(None, b"old", 0)] * 2), 2)  # magic 1: no epoch
+    for base, count, epoch in [(2, 2, 1), (4, 3, 1), (7, 1, 4), (8, 4, 4), (12, 2, 9)]:
+        append(plog, batch(base, count, epoch), count)
+    assert len(plog.segments) > 1
+    epochs = LeaderEpochFile.open(plog)
+    assert epochs.cache.entries == [EpochEntry(1, 2), EpochEntry(4, 7), EpochEntry(9, 12)]
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n3\n1 2\n4 7\n9 12\n"  # written: the scan runs once
+
+
+@pytest.mark.parametrize("garbage", [b"0\n5\n1 2\n", b"\xff\xfe\x00junk", b"7\n1\n0 0\n"])
+def test_corrupt_file_is_rebuilt_from_the_batches(tmp_path: Path, garbage: bytes) -> None:
+    plog = Log.open(tmp_path / "t-0")
+    append(plog, batch(0, 2, 3), 2)
+    append(plog, batch(2, 2, 8), 2)
+    (tmp_path / "t-0" / FILENAME).write_bytes(garbage)
+    epochs = LeaderEpochFile.open(plog)
+    assert epochs.cache.entries == [EpochEntry(3, 0), EpochEntry(8, 2)]
+    assert parse((tmp_path / "t-0" / FILENAME).read_text()) == epochs.cache.entries
+
+
+def test_entries_beyond_the_log_are_dropped_on_open(tmp_path: Path) -> None:
+    # A crash after the checkpoint was written but before (or while) the log took the batch.
+    plog = Log.open(tmp_path / "t-0")
+    append(plog, batch(0, 4, 2), 4)
+    (tmp_path / "t-0" / FILENAME).write_text(render([(2, 0), (3, 4), (5, 10)]))
+    epochs = LeaderEpochFile.open(plog)
+    assert epochs.cache.entries == [EpochEntry(2, 0)]
+    assert parse((tmp_path / "t-0" / FILENAME).read_text()) == [EpochEntry(2, 0)]
+
+
+def test_truncation_keeps_the_file_in_step(tmp_path: Path) -> None:
+    plog = Log.open(tmp_path / "t-0")
+    epochs = LeaderEpochFile.open(plog)
+    for base, epoch in [(0, 1), (2, 2), (4, 3)]:
+        data = batch(base, 2, epoch)
+        append(plog, data, 2)
+        epochs.assign_from(data)
+    plog.truncate_to(2)
+    epochs.truncate_from_end(plog.log_end_offset)
+    assert epochs.cache.entries == [EpochEntry(1, 0)]
+    assert parse((tmp_path / "t-0" / FILENAME).read_text()) == [EpochEntry(1, 0)]
+    epochs.clear()
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n0\n"
+
+
+def test_epoch_runs_reads_heads_only() -> None:
+    data = batch(0, 2, 4) + batch(2, 1, 4) + build_message_set([(None, b"x", 0)], base_offset=3) + batch(4, 1, 6)
+    runs, stop = epoch_runs(data)
+    assert runs == [(4, 0), (6, 4)]
+    assert stop == len(data)
+    assert partition_leader_epoch(data, 0) == 4
+    assert partition_leader_epoch(build_message_set([(None, b"x", 0)])) == -1
+    # A head cut by the buffer's end is where reading stops; a body cut by it is skipped whole.
+    cut = data[: len(batch(0, 2, 4)) + 10]
+    assert epoch_runs(cut) == ([(4, 0)], len(batch(0, 2, 4)))
+    runs, stop = epoch_runs(data[:30])
+    assert runs == [(4, 0)] and stop == len(batch(0, 2, 4))
