@@ -66,6 +66,8 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_FOR_MESSAGE_FORMAT = (43, False)
     POLICY_VIOLATION = (44, False)
     KAFKA_STORAGE_ERROR = (56, True)
+    FENCED_LEADER_EPOCH = (74, True)
+    UNKNOWN_LEADER_EPOCH = (75, True)
     STALE_BROKER_EPOCH = (77, False)
     THROTTLING_QUOTA_EXCEEDED = (89, True)
 
