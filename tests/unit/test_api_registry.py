@@ -47,7 +47,10 @@ def test_registering_versions_outside_the_declaration_raises() -> None:
 
 def test_api_versions_table_is_the_registered_handlers_message_versions() -> None:
     assert ALL_APIS == registered()
-    assert _table() == {api.messages.API_KEY: api.messages.VERSIONS for api in ALL_APIS}
+    # What is registered is served: the declared versions, or the narrower range `versions=` names.
+    assert _table() == {api.messages.API_KEY: api.versions for api in ALL_APIS}
+    assert all(api.messages.VERSIONS[0] <= api.versions[0] <= api.versions[1] <= api.messages.VERSIONS[1]
+               for api in ALL_APIS)
     assert all(lo == 0 for lo, _ in _table().values())
     for api in ALL_APIS:
         assert api.key is api.messages.API_KEY and api.name == api.messages.NAME
