@@ -1,4 +1,4 @@
-"""struct codecs for the data path: Produce v0-2 requests, Fetch v0-3 requests and responses.
+"""struct codecs for the data path: Produce v0-9 requests, Fetch v0-3 requests and responses.
 
 Same dict shapes as protocol.schema (which the tests hold them to), but record sets stay
 zero-copy memoryview slices of the request, and a fetch response is returned as a list of
@@ -68,10 +68,85 @@ class _Cursor:
         return n
 
 
+def _uvarint(c: _Cursor) -> int:
+    """An unsigned varint (flexible versions' lengths and tag counts)."""
+    buf, value, shift = c.buf, 0, 0
+    while True:
+        b = buf[c.need(1)]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value
+        shift += 7
+        if shift > 28:
+            raise ProtocolError("varint longer than 5 bytes")
+
+
+def _compact_string(c: _Cursor, nullable: bool) -> str | None:
+    n = _uvarint(c) - 1
+    if n < 0:
+        if nullable:
+            return None
+        raise ProtocolError("null topic name")
+    p = c.need(n)
+    try:
+        return str(c.buf[p:p + n], "utf-8")
+    except UnicodeDecodeError as e:
+        raise ProtocolError("string is not UTF-8") from e
+
+
+def _compact_count(c: _Cursor, min_item: int) -> int:
+    n = _uvarint(c) - 1
+    if n < 0 or n * min_item > c.end - c.pos:
+        raise ProtocolError(f"impossible array length {n}")
+    return n
+
+
+def _skip_tagged_fields(c: _Cursor) -> None:
+    for _ in range(_uvarint(c)):
+        _uvarint(c)  # tag
+        c.need(_uvarint(c))
+
+
+def _nullable_string(c: _Cursor) -> str | None:
+    (n,) = _H.unpack_from(c.buf, c.need(2))
+    if n < 0:
+        return None
+    p = c.need(n)
+    try:
+        return str(c.buf[p:p + n], "utf-8")
+    except UnicodeDecodeError as e:
+        raise ProtocolError("string is not UTF-8") from e
+
+
 def decode_produce_request(buf: bytes | memoryview, version: int) -> dict[str, Any]:
-    if not 0 <= version <= 2:
+    """A Produce v0-9 request body; record sets stay zero-copy slices of buf.
+
+    v3+ carries the transactional id first; v9 is flexible (compact strings, arrays and
+    records, tagged sections after every struct), whose tagged fields are skipped.
+    """
+    if not 0 <= version <= 9:
         raise ProtocolError(f"Produce v{version} is not served")
     c = _Cursor(buf)
+    transactional_id = None
+    if version >= 9:
+        transactional_id = _compact_string(c, nullable=True)
+        acks, timeout_ms = c.unpack(_HI)
+        topics = []
+        for _ in range(_compact_count(c, 3)):
+            name = _compact_string(c, nullable=False)
+            parts = []
+            for _ in range(_compact_count(c, 6)):
+                (index,) = c.unpack(_I)
+                size = _uvarint(c) - 1
+                parts.append({"index": index, "records": c.records(size)})
+                _skip_tagged_fields(c)
+            _skip_tagged_fields(c)
+            topics.append({"name": name, "partition_data": parts})
+        _skip_tagged_fields(c)
+        return {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
+                "topic_data": topics}
+    if version >= 3:
+        transactional_id = _nullable_string(c)
     acks, timeout_ms = c.unpack(_HI)
     topics = []
     for _ in range(c.count(6)):
@@ -81,7 +156,7 @@ def decode_produce_request(buf: bytes | memoryview, version: int) -> dict[str, A
             index, size = c.unpack(_II)
             parts.append({"index": index, "records": c.records(size)})
         topics.append({"name": name, "partition_data": parts})
-    return {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms, "topic_data": topics}
+    return {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms, "topic_data": topics}
 
 
 def decode_fetch_request(buf: bytes | memoryview, version: int) -> dict[str, Any]:

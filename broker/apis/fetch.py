@@ -49,6 +49,7 @@ from broker.log import KafkaStorageError, OffsetOutOfRange
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_request, encode_fetch_response
 from protocol.messages import fetch as messages
+from protocol.records.records import down_convert
 
 DEBUG_REPLICA_ID = -2
 THROTTLE_RECHECK_S = 0.05
@@ -142,6 +143,10 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
                 rm.fail_dir("read", e)
                 out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
+            if data and consumer:
+                # Fetch v0-3 consumers read magic 0/1 only: batches are down-converted
+                # (v2-produce's interim hook; KIP-74's sizes over converted data are the fetch side's).
+                data = down_convert(data, fp["fetch_offset"])
             if data:
                 out["records"] = data
                 total += len(data)

@@ -1,24 +1,35 @@
-"""Produce, versions 0-2 (Kafka 0.10.1's table).
+"""Produce, versions 0-9 (Kafka 2.8's table).
 
-Record sets arrive as magic 0/1 message sets, or as RecordBatch v2 from aiokafka's
-producer even inside Produce v2; protocol.records validates them, assigns offsets and
-stores magic 1. A bad CRC answers CORRUPT_MESSAGE and appends nothing for that
-partition. acks=0 gets no response; acks=-1 waits for the high watermark (the whole
-ISR) up to timeout_ms, then REQUEST_TIMED_OUT. NOT_ENOUGH_REPLICAS when the ISR is
-smaller than min.insync.replicas (topic config, else the broker's). KAFKA_STORAGE_ERROR for a
-partition whose log directory failed (the append that failed left nothing behind).
+v3 adds the transactional id, v5 the log start offset in the response, v8 record_errors and
+error_message, v9 is flexible. Record sets are validated as Kafka 2.8's LogValidator does
+(protocol.records.validator, which lists the checks and their error codes) and stored as
+RecordBatch v2: a v2 batch as sent, with the leader's offsets and epoch written in, a magic 0/1
+message set (Produce v0-v2 from old clients) up-converted. Every error is that partition's
+only: nothing of it is appended, and the other partitions of the request go on. Validation
+reads the topic's `max.message.bytes` (else the broker's `message.max.bytes`),
+`message.timestamp.type` and `message.timestamp.difference.max.ms` (Kafka's defaults
+CreateTime and Long.MaxValue; there are no broker-level keys for these two).
 
-KIP-13, as in Kafka 0.10.1: the records are appended first, then the request's size is
-recorded against the client id's produce quota, and the response is held for the throttle
-time it earns and carries it in throttle_time_ms (v1+; v0 is held without the field). The
-held response is a few offsets, never the records. acks=0 has no response to hold, so the
-connection is not read for the throttle time instead; an acks=0 client cannot bypass its
+Departures: no transactions, so a transactional batch gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+(no transactional id in the request, Kafka 2.8's answer, which Kafka gives the whole request)
+or INVALID_TXN_STATE (with one) for its partition, at once; the topic's `compression.type` is
+not applied (batches keep the producer's codec, as `producer` does).
+
+acks=0 gets no response; acks=-1 waits for the high watermark (the whole ISR) up to
+timeout_ms, then REQUEST_TIMED_OUT. NOT_ENOUGH_REPLICAS when the ISR is smaller than
+min.insync.replicas (topic config, else the broker's). KAFKA_STORAGE_ERROR for a partition
+whose log directory failed (the append that failed left nothing behind).
+
+KIP-13: the records are appended first, then the request's size is recorded against the client
+id's produce quota. Up to v5 the response is held for the throttle time it earns (v0 without
+the field); from v6 (KIP-219) it is sent at once with throttle_time_ms and the connection is
+not read for that time, the client holding back by itself. acks=0 has no response to hold, so
+the connection is not read for the throttle time instead; an acks=0 client cannot bypass its
 quota.
 
-Size: each batch or top-level message larger than the topic's `max.message.bytes` (else the
-broker's `message.max.bytes`) is MESSAGE_TOO_LARGE before anything is decompressed, and a
-compressed one may inflate only to a bound tied to that limit (protocol.records.compression),
-so a small gzip bomb is refused without being inflated in full.
+Size: a batch or top-level message larger than the limit is MESSAGE_TOO_LARGE before anything
+is decompressed, and a compressed one may inflate only to a bound tied to that limit
+(protocol.records.compression), so a small gzip bomb is refused without being inflated in full.
 """
 
 from __future__ import annotations
@@ -34,26 +45,43 @@ from broker.zk.topic_configs import topic_int
 from protocol.errors import ErrorCode
 from protocol.fast import decode_produce_request
 from protocol.messages import produce as messages
+from protocol.records.record_batch import CREATE_TIME, LOG_APPEND_TIME
+from protocol.records.validator import NO_TIMESTAMP_LIMIT, ValidationConfig
+
+# From v6 the client throttles itself (KIP-219; Kafka's ProduceResponse.shouldClientThrottle).
+CLIENT_THROTTLES_FROM = 6
 
 
-async def _max_message_bytes(services: BrokerServices, topic: str) -> int:
-    """The topic's `max.message.bytes`, else the broker's `message.max.bytes` (Kafka's fallback).
+async def _validation_config(services: BrokerServices, topic: str) -> ValidationConfig:
+    """The topic's validation settings, each with Kafka's fallback.
 
     The topic's configs are cached once this broker leads one of its partitions, and kept
     current by config change notifications, so this does not reach ZooKeeper per request.
     """
     cfg = await services.roles.topic_configs.get(topic)
-    return topic_int(topic, cfg, "max.message.bytes", services.config.message_max_bytes)
+    ts_type = LOG_APPEND_TIME if cfg.get("message.timestamp.type") == "LogAppendTime" else CREATE_TIME
+    return ValidationConfig(
+        max_message_bytes=topic_int(topic, cfg, "max.message.bytes", services.config.message_max_bytes),
+        timestamp_type=ts_type,
+        timestamp_difference_max_ms=topic_int(topic, cfg, "message.timestamp.difference.max.ms",
+                                              NO_TIMESTAMP_LIMIT))
 
 
 def decode(buf: memoryview, version: int) -> dict[str, Any]:
     return decode_produce_request(buf, version)
 
 
+def _entry(index: int) -> dict[str, Any]:
+    return {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1,
+            "record_errors": [], "error_message": None}
+
+
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any] | None:
     services = ctx.services
     rm = services.replicas
     acks = request["acks"]
+    version = ctx.api_version
+    transactional_id = request.get("transactional_id")
     results: dict[str, list[dict[str, Any]]] = {}
     waits: list[tuple[dict[str, Any], Any, int]] = []
     for topic in request["topic_data"]:
@@ -61,7 +89,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         out = results.setdefault(name, [])
         for pd in topic["partition_data"]:
             idx = pd["index"]
-            entry: dict[str, Any] = {"index": idx, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1}
+            entry = _entry(idx)
             out.append(entry)
             if acks not in (0, 1, -1):
                 entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
@@ -80,14 +108,21 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 continue
             records = pd["records"]
             if records is None or len(records) == 0:
-                entry["error_code"] = ErrorCode.CORRUPT_MESSAGE
+                entry["error_code"] = ErrorCode.INVALID_RECORD if version >= 3 else ErrorCode.CORRUPT_MESSAGE
                 continue
-            limit = await _max_message_bytes(services, name)
-            code, base, info = rm.append(part, records, acks, limit)
-            entry["error_code"] = code
-            entry["base_offset"] = base
-            if code == ErrorCode.NONE and acks == -1 and info is not None:
-                waits.append((entry, part, info.last_offset + 1))
+            config = await _validation_config(services, name)
+            result = rm.append(part, records, acks, config, version, transactional_id)
+            entry["error_code"] = result.error_code
+            entry["base_offset"] = result.base_offset
+            entry["log_append_time_ms"] = result.log_append_time
+            entry["log_start_offset"] = result.log_start_offset
+            if result.record_errors:
+                entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
+                                          for i, m in result.record_errors]
+            if result.error_code != ErrorCode.NONE:
+                entry["error_message"] = result.error_message
+            if result.error_code == ErrorCode.NONE and acks == -1:
+                waits.append((entry, part, result.last_offset + 1))
     if waits:
         # Appended: from here the request only waits, and its bytes no longer count against
         # queued.max.request.bytes (the followers' fetches must still be read meanwhile).
@@ -101,7 +136,11 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         if throttle_ms:
             ctx.conn.mute_for(throttle_ms / 1000)
         return None
-    ctx.hold_ms = throttle_ms
+    if version >= CLIENT_THROTTLES_FROM:
+        if throttle_ms:
+            ctx.conn.mute_for(throttle_ms / 1000)
+    else:
+        ctx.hold_ms = throttle_ms
     return {"responses": [{"name": n, "partition_responses": ps} for n, ps in results.items()],
             "throttle_time_ms": throttle_ms}
 

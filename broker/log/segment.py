@@ -1,8 +1,13 @@
 """One log segment: `<base>.log` holding message-set entries and its sparse `<base>.index`.
 
-Entry layout (message format v0/v1): `offset i64, size i32, message[size]`, the message starting
-with a CRC-32 of its remaining bytes. An entry's offset is the offset of its *last* logical
-message (a compressed wrapper carries its last inner offset).
+Entries of either format, mixed in one file (logs written before RecordBatch v2 hold magic 1):
+- message format v0/v1: `offset i64, size i32, message[size]`, the message starting with a
+  CRC-32 of its remaining bytes; the entry's offset is that of its *last* logical message (a
+  compressed wrapper carries its last inner offset);
+- RecordBatch v2: `baseOffset i64, batchLength i32, ...` (the same 12-byte head), its magic at
+  the same byte 16, a CRC32C over attributes..end, and its last offset is baseOffset +
+  lastOffsetDelta (header bytes 23-27). Scans read those 27 bytes of each entry.
+An entry's "last offset" below means either.
 
 Index entries are `(relative offset u32, position u32)`, big-endian. The key stored for the entry
 at `position` is the log end offset just before that entry was written (previous entry's offset
@@ -25,9 +30,20 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 
+import crc32c
+
 from broker.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from broker.log.time_index import TimeIndex, TimestampTracker
-from protocol.layouts import LogEntryHead, MessageV0Head, fixed, size_of
+from protocol.layouts import (
+    MAGIC_OFFSET,
+    RECORD_BATCH_CRC_FROM,
+    LogEntryHead,
+    MessageV0Head,
+    RecordBatchHeader,
+    fixed,
+    offset_of,
+    size_of,
+)
 from protocol.records.crc import crc32
 from protocol.records.records import TIME_HEAD_SIZE, first_at_or_after, max_timestamp, time_head
 
@@ -39,6 +55,15 @@ _CRC = fixed(MessageV0Head, "crc", "crc")
 # v0 message (14 bytes).
 MIN_MESSAGE_SIZE = size_of(MessageV0Head) - HEADER_SIZE + 2 * 4
 U32_MAX = 0xFFFFFFFF
+# RecordBatch v2 (magic 2): its first 8 bytes are the batch's base offset, and its last offset is
+# base + lastOffsetDelta, read from the header; a magic-0/1 entry's offset is its last offset.
+_BATCH_MAGIC = 2
+_V2_CRC = fixed(RecordBatchHeader, "crc", "crc")
+_V2_CRC_AT = offset_of(RecordBatchHeader, "crc")
+_V2_LAST_DELTA = fixed(RecordBatchHeader, "last_offset_delta", "last_offset_delta")
+_V2_LAST_DELTA_AT = offset_of(RecordBatchHeader, "last_offset_delta")  # 23
+_PEEK = _V2_LAST_DELTA_AT + _V2_LAST_DELTA.size  # 27: what a scan reads of each entry's head
+MIN_BATCH_SIZE = size_of(RecordBatchHeader) - HEADER_SIZE  # 49
 # Reads start at an index point at most ~index_interval bytes before the wanted entry, so one
 # pread of this size usually covers the whole forward scan.
 READ_CHUNK = 16 * 1024
@@ -201,10 +226,20 @@ class Segment:
                 buf_start, rel = pos, 0
                 if len(buf) < entry_size:
                     break
-            (crc,) = _CRC.unpack_from(buf, rel + HEADER_SIZE)
-            start = rel + HEADER_SIZE + 4
-            if buf[start] > 1 or crc32(memoryview(buf)[start:rel + entry_size]) != crc:
-                break
+            if buf[rel + MAGIC_OFFSET] == _BATCH_MAGIC:
+                # RecordBatch v2: CRC32C over attributes..end, last offset from the header.
+                (crc,) = _V2_CRC.unpack_from(buf, rel + _V2_CRC_AT)
+                (delta,) = _V2_LAST_DELTA.unpack_from(buf, rel + _V2_LAST_DELTA_AT)
+                if (size < MIN_BATCH_SIZE or delta < 0 or offset + delta - base > U32_MAX
+                        or crc32c.crc32c(memoryview(buf)[rel + RECORD_BATCH_CRC_FROM:rel + entry_size]) != crc):
+                    break
+                last = offset + delta
+            else:
+                (crc,) = _CRC.unpack_from(buf, rel + HEADER_SIZE)
+                start = rel + HEADER_SIZE + 4
+                if buf[start] > 1 or crc32(memoryview(buf)[start:rel + entry_size]) != crc:
+                    break
+                last = offset
             _, ts, ts_offset, _ = time_head(buf, rel)
             tracker.observe(ts, ts_offset)
             if since > interval:
@@ -213,7 +248,7 @@ class Segment:
                 tindex.maybe_append(tracker.max_timestamp, tracker.offset_of_max)
                 since = 0
             since += entry_size
-            next_offset = offset + 1
+            next_offset = last + 1
             pos += entry_size
         truncated = file_size - pos
         if truncated:
@@ -314,23 +349,25 @@ class Segment:
         return self.base_offset + self._keys[i], self._positions[i]
 
     def find(self, target: int, pos: int, limit: int, key: int) -> tuple[int, int, int]:
-        """Scan entry headers from `pos` for the first entry with offset >= target.
+        """Scan entry headers from `pos` for the first entry whose last offset is >= target.
 
         Returns (position, entry size, next offset before it), with position = limit and size 0
         when no entry starting before `limit` qualifies. `key` is the next offset before `pos`.
-        Only headers are read; entry bodies are skipped.
+        Only headers are read (a batch's last offset from its lastOffsetDelta); bodies are skipped.
         """
         fd = self.fd
         buf = b""
         buf_start = pos
         while pos + HEADER_SIZE <= limit:
             rel = pos - buf_start
-            if rel + HEADER_SIZE > len(buf):
+            if rel + _PEEK > len(buf) and buf_start + len(buf) < limit:
                 buf = os.pread(fd, min(READ_CHUNK, limit - pos), pos)
                 buf_start, rel = pos, 0
-                if len(buf) < HEADER_SIZE:
-                    break
+            if rel + HEADER_SIZE > len(buf):
+                break
             offset, size = HEADER.unpack_from(buf, rel)
+            if rel + _PEEK <= len(buf) and buf[rel + MAGIC_OFFSET] == _BATCH_MAGIC:
+                offset += _V2_LAST_DELTA.unpack_from(buf, rel + _V2_LAST_DELTA_AT)[0]
             if offset >= target:
                 return pos, HEADER_SIZE + size, key
             if size < 0:  # only a corrupted file gets here; stop rather than loop backwards

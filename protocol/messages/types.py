@@ -27,7 +27,7 @@ from protocol.messages import (
     update_metadata,
 )
 
-# ---- Produce (key 0), versions 0-2 ---------------------------------------------------------------
+# ---- Produce (key 0), versions 0-9 ---------------------------------------------------------------
 
 
 class ProduceRequestTopicDataPartitionData(TypedDict):
@@ -45,11 +45,19 @@ class ProduceRequestTopicData(TypedDict):
 
 
 class ProduceRequest(TypedDict):
-    """Produce request, versions 0-2."""
+    """Produce request, versions 0-9."""
 
+    transactional_id: NotRequired[str | None]
     acks: int
     timeout_ms: int
     topic_data: list[ProduceRequestTopicData]
+
+
+class ProduceResponseResponsePartitionResponseRecordError(TypedDict):
+    """An element of ProduceResponse.responses[].partition_responses[].record_errors[]."""
+
+    batch_index: int
+    batch_index_error_message: str | None
 
 
 class ProduceResponseResponsePartitionResponse(TypedDict):
@@ -59,6 +67,9 @@ class ProduceResponseResponsePartitionResponse(TypedDict):
     error_code: int
     base_offset: int
     log_append_time_ms: NotRequired[int]
+    log_start_offset: NotRequired[int]
+    record_errors: NotRequired[list[ProduceResponseResponsePartitionResponseRecordError]]
+    error_message: NotRequired[str | None]
 
 
 class ProduceResponseResponse(TypedDict):
@@ -69,7 +80,7 @@ class ProduceResponseResponse(TypedDict):
 
 
 class ProduceResponse(TypedDict):
-    """Produce response, versions 0-2."""
+    """Produce response, versions 0-9."""
 
     responses: list[ProduceResponseResponse]
     throttle_time_ms: NotRequired[int]

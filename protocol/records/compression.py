@@ -80,7 +80,7 @@ def decompress(codec: int, data: bytes | memoryview, max_size: int | None = None
             return _lz4_decompress(bytes(data), limit)
     except RecordsError:
         raise
-    except (OSError, EOFError, ValueError, RuntimeError, zlib.error, struct.error) as e:
+    except (OSError, EOFError, ValueError, RuntimeError, zlib.error, struct.error, cramjam.DecompressionError) as e:
         raise RecordsError.corrupt(f"cannot decompress {NAMES.get(codec, codec)}: {e}") from e
     if codec == ZSTD:
         raise RecordsError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, "zstd needs message format v2")

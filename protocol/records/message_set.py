@@ -353,3 +353,13 @@ def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
         last = offset
         pos = nxt
     return pos, last
+
+
+def any_log_append_time(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether a top-level magic-1 message of the set says LogAppendTime (attributes bit 3):
+    a producer may not (Kafka's LogValidator.validateTimestamp)."""
+    for pos, _, _ in scan_entries(buf):
+        _, magic, attributes = _HEAD.unpack_from(buf, pos + _HEAD_AT)
+        if magic == 1 and attributes & TIMESTAMP_TYPE_BIT:
+            return True
+    return False

@@ -1,16 +1,24 @@
-"""RecordBatch v2 (magic 2) parsing.
+"""RecordBatch v2 (magic 2): the log's format. Building, in-place header edits, record scans, parsing.
 
-The served table is Kafka 0.10.1's, whose log format is magic 1, but aiokafka's producer sends
-magic-2 batches even inside Produce v2. They are checked (CRC32C over attributes..end) and
-decompressed here, and protocol.records.records rewrites their records as uncompressed magic-1
-messages with CreateTime timestamps; record headers, which magic 1 cannot carry, are dropped.
-Transactional and control batches need a newer message format and are refused.
+A batch is its 61-byte header (baseOffset .. recordCount, declared in
+protocol.layouts.RecordBatchHeader; the struct format, size and offsets here are derived from
+it) and its records, compressed together when attributes bits 0-2 name a codec. The CRC32C
+covers attributes .. the end, so baseOffset, batchLength and partitionLeaderEpoch can be
+written in place without touching it (`set_base_offset`, `stamp_leader_epoch`), while a new
+max timestamp or timestamp type (`set_max_timestamp`) recomputes it.
 
-The 61-byte batch header (baseOffset .. recordCount) is declared in
-protocol.layouts.RecordBatchHeader; the struct format, size and offsets here are derived from it.
+Kafka: org.apache.kafka.common.record.DefaultRecordBatch and DefaultRecord (record layout:
+length varint, attributes int8, timestampDelta varlong, offsetDelta varint, key, value as
+varint-length bytes, then a varint count of headers, each a varint-length key and value).
+`parse_batch` gives records as (offset, timestamp, key, value) tuples for readers that need
+values (down-conversion, tests, the pipeline's client); the produce path uses `scan_records`,
+which checks every record's structure and gathers timestamps without building objects.
 """
 
 from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
 
 import crc32c
 
@@ -29,14 +37,28 @@ from protocol.records.errors import RecordsError
 _HEADER = RECORD_BATCH_HEADER
 HEADER_SIZE = RECORD_BATCH_HEADER_SIZE  # 61
 _LENGTH_FROM = offset_of(RecordBatchHeader, "partition_leader_epoch")  # 12: batch_length counts from here
-_TRANSACTIONAL, _CONTROL = 0x10, 0x20
+LEADER_EPOCH_AT = _LENGTH_FROM
+CRC_AT = offset_of(RecordBatchHeader, "crc")  # 17
+ATTRIBUTES_AT = RECORD_BATCH_CRC_FROM  # 21
+LAST_OFFSET_DELTA_AT = offset_of(RecordBatchHeader, "last_offset_delta")  # 23
+MAX_TIMESTAMP_AT = offset_of(RecordBatchHeader, "max_timestamp")  # 35
+MIN_BATCH_LENGTH = HEADER_SIZE - _LENGTH_FROM  # 49: a header and no records
+CODEC_MASK, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, CONTROL_BIT = 0x07, 0x08, 0x10, 0x20
+_TRANSACTIONAL, _CONTROL = TRANSACTIONAL_BIT, CONTROL_BIT
+CREATE_TIME, LOG_APPEND_TIME = 0, 1
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_PARTITION_LEADER_EPOCH = -1, -1, -1, -1
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
 
 # (offset, timestamp, key, value): the fields of protocol.records.message_set.Record
 BatchRecord = tuple[int, int, bytes | None, bytes | None]
 
 
 def _records(batch: memoryview, attributes: int, count: int, base_offset: int, first_ts: int,
-             max_inflated: int | None) -> list[BatchRecord]:
+             max_inflated: int | None, log_append_time: int | None = None) -> list[BatchRecord]:
     body = batch[HEADER_SIZE:]
     codec = attributes & 0x07
     if codec != compression.NONE:
@@ -61,7 +83,8 @@ def _records(batch: memoryview, attributes: int, count: int, base_offset: int, f
                     r.raw(n)
             if r.pos - start != length:
                 raise RecordsError.corrupt("record length disagrees with its fields")
-            out.append((base_offset + offset_delta, first_ts + ts_delta, fields[0], fields[1]))
+            ts = log_append_time if log_append_time is not None else first_ts + ts_delta
+            out.append((base_offset + offset_delta, ts, fields[0], fields[1]))
     except ValueError as e:  # ProtocolError from the reader
         raise RecordsError.corrupt(f"malformed record: {e}") from e
     return out
@@ -80,7 +103,7 @@ def parse_batch(buf: memoryview, pos: int, strict: bool,
         if strict:
             raise RecordsError.corrupt("truncated record batch header")
         return None
-    (base_offset, length, _epoch, magic, crc, attributes, _last_delta, first_ts, _max_ts, _pid, _pepoch, _seq,
+    (base_offset, length, _epoch, magic, crc, attributes, _last_delta, first_ts, max_ts, _pid, _pepoch, _seq,
      count) = _HEADER.unpack_from(buf, pos)
     end = pos + _LENGTH_FROM + length
     if magic != 2 or length < HEADER_SIZE - _LENGTH_FROM or count < 0:
@@ -99,4 +122,212 @@ def parse_batch(buf: memoryview, pos: int, strict: bool,
         raise RecordsError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
                            "transactional and control batches need message format v2")
     inflated = None if max_bytes is None else compression.inflated_limit(max_bytes)
-    return _records(batch, attributes, count, base_offset, first_ts, inflated), end
+    # Under LogAppendTime every record's timestamp is the batch's max timestamp (Kafka's
+    # DefaultRecordBatch hands it to each record).
+    log_append_time = max_ts if attributes & TIMESTAMP_TYPE_BIT else None
+    return _records(batch, attributes, count, base_offset, first_ts, inflated, log_append_time), end
+
+
+# ---- in-place header edits --------------------------------------------------------------------
+
+def set_base_offset(buf: bytearray | memoryview, base_offset: int, pos: int = 0) -> None:
+    """Write the batch's base offset (not covered by the CRC): offset assignment on the leader."""
+    _I64.pack_into(buf, pos, base_offset)
+
+
+def stamp_leader_epoch(buf: bytearray | memoryview, epoch: int, pos: int = 0) -> None:
+    """Write partitionLeaderEpoch (bytes 12-16, not covered by the CRC) of the batch at pos."""
+    _I32.pack_into(buf, pos + LEADER_EPOCH_AT, epoch)
+
+
+def batch_crc(buf: bytes | bytearray | memoryview, pos: int, end: int) -> int:
+    return int(crc32c.crc32c(memoryview(buf)[pos + RECORD_BATCH_CRC_FROM:end]))
+
+
+def set_max_timestamp(buf: bytearray | memoryview, timestamp_type: int, max_timestamp: int, pos: int = 0) -> None:
+    """Kafka's DefaultRecordBatch.setMaxTimestamp: the timestamp type bit and the max timestamp,
+    and the CRC recomputed, only when either differs from what the batch holds."""
+    (attributes,) = _I16.unpack_from(buf, pos + ATTRIBUTES_AT)
+    (current,) = _I64.unpack_from(buf, pos + MAX_TIMESTAMP_AT)
+    current_type = LOG_APPEND_TIME if attributes & TIMESTAMP_TYPE_BIT else CREATE_TIME
+    if current_type == timestamp_type and current == max_timestamp:
+        return
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_BIT
+    else:
+        attributes &= ~TIMESTAMP_TYPE_BIT
+    _I16.pack_into(buf, pos + ATTRIBUTES_AT, attributes)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_AT, max_timestamp)
+    (length,) = _I32.unpack_from(buf, pos + 8)
+    _U32.pack_into(buf, pos + CRC_AT, batch_crc(buf, pos, pos + _LENGTH_FROM + length))
+
+
+# ---- records ----------------------------------------------------------------------------------
+
+def _varint(buf: bytes | memoryview, p: int) -> tuple[int, int]:
+    """A zigzag varint/varlong at p and the position after it; IndexError past the end."""
+    b = buf[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    value = b & 0x7F
+    shift = 7
+    p += 1
+    while True:
+        b = buf[p]
+        p += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (value >> 1) ^ -(value & 1), p
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _encode_varint(n: int) -> bytes:
+    v = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+class RecordScan:
+    """What `scan_records` found: the records' max timestamp and the rejected records.
+
+    errors holds (record index in the batch, Kafka's error code, message), as Kafka's
+    RecordError (batch_index, message) in Produce v8's record_errors.
+    """
+
+    __slots__ = ("max_timestamp", "errors")
+
+    def __init__(self) -> None:
+        self.max_timestamp = NO_TIMESTAMP
+        self.errors: list[tuple[int, int, str]] = []
+
+
+def scan_records(body: bytes | memoryview, count: int, first_timestamp: int, min_timestamp: int | None,
+                 max_timestamp: int | None) -> RecordScan:
+    """Check the structure of a batch's `count` records (uncompressed body) in one pass.
+
+    Structure (a record's length disagreeing with its fields, a negative header count or header
+    key length, bytes left after the last record, too few bytes) raises INVALID_RECORD, as
+    Kafka's DefaultRecord.readFrom does. A record whose offset delta is not its index, or whose
+    timestamp is outside [min_timestamp, max_timestamp] (when given: CreateTime with
+    `message.timestamp.difference.max.ms`; NO_TIMESTAMP is never out of range), is listed in
+    the result's errors. Only ints are made per record: this runs over every produced record.
+    """
+    scan = RecordScan()
+    errors = scan.errors
+    check_window = min_timestamp is not None and max_timestamp is not None
+    lo = min_timestamp if min_timestamp is not None else 0
+    hi = max_timestamp if max_timestamp is not None else 0
+    top = NO_TIMESTAMP
+    varint = _varint
+    end = len(body)
+    p = 0
+    i = 0
+    try:
+        for i in range(count):
+            length, p = varint(body, p)
+            start = p
+            if length < 0 or start + length > end:
+                raise RecordsError(ErrorCode.INVALID_RECORD, f"invalid record size {length} at record {i}")
+            p += 1  # attributes: unused in v2
+            ts_delta, p = varint(body, p)
+            offset_delta, p = varint(body, p)
+            n, p = varint(body, p)
+            if n > 0:
+                p += n
+            n, p = varint(body, p)
+            if n > 0:
+                p += n
+            headers, p = varint(body, p)
+            if headers < 0:
+                raise RecordsError(ErrorCode.INVALID_RECORD, f"invalid number of record headers {headers}")
+            for _ in range(headers):
+                n, p = varint(body, p)
+                if n < 0:
+                    raise RecordsError(ErrorCode.INVALID_RECORD, "invalid negative header key size")
+                p += n
+                n, p = varint(body, p)
+                if n > 0:
+                    p += n
+            if p - start != length:
+                raise RecordsError(ErrorCode.INVALID_RECORD,
+                                   f"invalid record size: expected {length} bytes, read {p - start}")
+            if offset_delta != i:
+                errors.append((i, ErrorCode.INVALID_RECORD,
+                               f"record {i} has offset delta {offset_delta}, expected {i}"))
+            ts = first_timestamp + ts_delta
+            if ts > top:
+                top = ts
+            if check_window and ts != NO_TIMESTAMP and not lo <= ts <= hi:
+                errors.append((i, ErrorCode.INVALID_TIMESTAMP,
+                               f"Timestamp {ts} of message with offset {i} is out of range. The timestamp "
+                               f"should be within [{lo}, {hi}]"))
+    except (IndexError, ValueError) as e:
+        raise RecordsError(ErrorCode.INVALID_RECORD, f"found invalid record structure at record {i}: {e}") from e
+    if p != end:
+        raise RecordsError(ErrorCode.INVALID_RECORD, "incorrect declared batch size, records still remaining")
+    scan.max_timestamp = top
+    return scan
+
+
+# ---- building ---------------------------------------------------------------------------------
+
+Header = tuple[str | bytes, bytes | None]
+# (timestamp, key, value, headers)
+RecordSpec = tuple[int, bytes | None, bytes | None, Sequence[Header]]
+
+
+def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
+                  headers: Sequence[Header] = ()) -> bytes:
+    parts = [b"\x00", _encode_varint(timestamp_delta), _encode_varint(offset_delta)]
+    for b in (key, value):
+        if b is None:
+            parts.append(_encode_varint(-1))
+        else:
+            parts.append(_encode_varint(len(b)))
+            parts.append(bytes(b))
+    parts.append(_encode_varint(len(headers)))
+    for hk, hv in headers:
+        hkb = hk.encode() if isinstance(hk, str) else bytes(hk)
+        parts.append(_encode_varint(len(hkb)))
+        parts.append(hkb)
+        if hv is None:
+            parts.append(_encode_varint(-1))
+        else:
+            parts.append(_encode_varint(len(hv)))
+            parts.append(bytes(hv))
+    body = b"".join(parts)
+    return _encode_varint(len(body)) + body
+
+
+def build_batch(records: Sequence[RecordSpec], base_offset: int = 0, codec: int = compression.NONE,
+                timestamp_type: int = CREATE_TIME, log_append_time: int = NO_TIMESTAMP,
+                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                base_sequence: int = NO_SEQUENCE, transactional: bool = False, control: bool = False,
+                partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
+    """One RecordBatch v2 holding records at offsets base_offset.. (Kafka's MemoryRecordsBuilder).
+
+    The first timestamp is the first record's; with LogAppendTime the max timestamp is
+    log_append_time, else the largest record timestamp.
+    """
+    if not records:
+        raise ValueError("a record batch holds at least one record")
+    first_ts = records[0][0]
+    body = b"".join(encode_record(i, ts - first_ts, k, v, h) for i, (ts, k, v, h) in enumerate(records))
+    if codec != compression.NONE:
+        body = compression.compress(codec, body, 2)
+    attributes = codec | (TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0)
+    attributes |= (TRANSACTIONAL_BIT if transactional else 0) | (CONTROL_BIT if control else 0)
+    max_ts = log_append_time if timestamp_type == LOG_APPEND_TIME else max(r[0] for r in records)
+    length = HEADER_SIZE - _LENGTH_FROM + len(body)
+    head = bytearray(_HEADER.pack(base_offset, length, partition_leader_epoch, 2, 0, attributes,
+                                  len(records) - 1, first_ts, max_ts, producer_id, producer_epoch,
+                                  base_sequence, len(records)))
+    out = head + body
+    _U32.pack_into(out, CRC_AT, batch_crc(out, 0, len(out)))
+    return bytes(out)

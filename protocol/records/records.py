@@ -1,40 +1,54 @@
 """Record sets in any message format: the front that peeks at the magic and picks the codec.
 
-protocol.records.message_set handles magic 0 and 1, protocol.records.record_batch parses magic 2,
-and neither imports the other; what needs both lives here. Every format keeps its magic at the
-same offset (protocol.layouts.MAGIC_OFFSET), so one peek at a set's first entry says which it is.
+protocol.records.message_set handles magic 0 and 1, protocol.records.record_batch magic 2, and
+neither imports the other; what needs both lives here. Every format keeps its magic at the
+same offset (protocol.layouts.MAGIC_OFFSET), so one peek at an entry says which it is.
 
-The log format is magic 1 (Kafka 0.10.1's), so a produced RecordBatch v2 is rewritten here as
-uncompressed magic-1 messages numbered from the leader's next offset, before the magic 0/1
-validation runs over it. A follower only ever receives the leader's magic-1 log bytes.
+The log holds RecordBatch v2 (what protocol.records.validator makes of every produced set) and,
+in logs written before, magic-1 entries; a log may mix them. The follower's check
+(`shallow_validate`) and the readers here take both. `down_convert` turns what a log slice
+holds into magic-1 messages for consumers that fetch with Fetch < 4.
 """
 
 from __future__ import annotations
 
+import struct
+
+import crc32c
+
 from protocol.layouts import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    RECORD_BATCH_CRC_FROM,
     RECORD_BATCH_HEADER,
     RECORD_BATCH_HEADER_SIZE,
     LogEntryHead,
+    MessageV0Head,
     MessageV1Head,
     fixed,
     offset_of,
     size_of,
 )
 from protocol.records import message_set, record_batch
+from protocol.records.crc import crc32
 from protocol.records.errors import RecordsError
 from protocol.records.message_set import AppendInfo, Record, encode_entry
 
-__all__ = ["AppendInfo", "Record", "batches_to_message_set", "decode_records", "first_at_or_after", "magic_at",
-           "max_timestamp", "time_head", "validate_and_assign"]
+__all__ = ["AppendInfo", "Record", "any_record_batch", "batches_to_message_set", "decode_records", "down_convert",
+           "first_at_or_after", "magic_at", "max_timestamp", "shallow_validate", "time_head"]
 
 RECORD_BATCH_MAGIC = 2
+_ENTRY_HEAD = fixed(MessageV0Head, last="magic")  # offset, size, crc (v0/v1) or leader epoch (v2), magic
+_SIZE = struct.Struct(">i")
+_V2_CRC = struct.Struct(">I")
+_V2_LAST_DELTA = struct.Struct(">i")
+_MIN_V1 = message_set.MIN_MESSAGE[0]
+_MIN_V2 = record_batch.MIN_BATCH_LENGTH
 NO_TIMESTAMP = -1  # Kafka's RecordBatch.NO_TIMESTAMP (magic 0 messages have none)
 NO_LEADER_EPOCH = -1  # Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH (magic 0/1 carry none)
 # What time_head needs of an entry or batch: the whole batch header (it covers a message's head).
 TIME_HEAD_SIZE = RECORD_BATCH_HEADER_SIZE
-_ENTRY_HEAD = fixed(LogEntryHead)
+_LOG_ENTRY_HEAD = fixed(LogEntryHead)
 _V1_ATTRIBUTES_TIMESTAMP = fixed(MessageV1Head, "attributes", "timestamp")
 _V1_ATTRIBUTES_AT = offset_of(MessageV1Head, "attributes")
 _V1_HEAD_SIZE = size_of(MessageV1Head)
@@ -67,24 +81,99 @@ def batches_to_message_set(data: bytes | bytearray | memoryview, base_offset: in
     return b"".join(out)
 
 
-def validate_and_assign(data: bytes | bytearray | memoryview, base_offset: int | None, now_ms: int,
-                        max_message_bytes: int | None = None) -> AppendInfo:
-    """Checks every message and, for a leader append, assigns offsets from base_offset.
+def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """(bytes of complete entries, last offset) of a fetched slice of either format, as a
+    follower checks it: each magic-0/1 message's CRC-32, each batch's CRC32C, offsets
+    increasing, nothing inside compressed data (the leader validated that). A cut-off last
+    entry (fetch responses end so) is left out; -1 means nothing complete.
 
-    Record batches (magic 2) are first converted to magic 1; see the module docstring. With
-    base_offset None (a follower append) offsets are kept as the leader assigned them.
-    max_message_bytes (`message.max.bytes` / the topic's `max.message.bytes`) bounds each
-    batch or top-level message, and through it what a compressed one may inflate to.
+    One tight pass with no per-entry objects: it runs over every replicated byte.
     """
-    if len(data) == 0:
-        raise RecordsError.corrupt("empty record set")
-    if magic_at(data, 0) == RECORD_BATCH_MAGIC:
-        if base_offset is None:
-            raise RecordsError.corrupt("a follower log holds magic 1, not record batches")
-        data = batches_to_message_set(data, base_offset, max_message_bytes)
-        # Converted records are uncompressed and each smaller than its batch: nothing more to bound.
-        max_message_bytes = None
-    return message_set.validate_and_assign(data, base_offset, now_ms, max_message_bytes)
+    view = memoryview(buf)
+    end = len(view)
+    pos = 0
+    last = -1
+    unpack, head = _ENTRY_HEAD.unpack_from, _ENTRY_HEAD.size
+    overhead, crc_from = LOG_OVERHEAD, MAGIC_OFFSET
+    while pos + head <= end:
+        offset, size, stored, magic = unpack(view, pos)
+        nxt = pos + overhead + size
+        if nxt > end:
+            break
+        if magic == RECORD_BATCH_MAGIC:
+            if size < _MIN_V2:
+                raise RecordsError.corrupt(f"bad record batch length {size} at offset {offset}")
+            if offset <= last:
+                raise RecordsError.corrupt("offsets are not increasing")
+            (crc,) = _V2_CRC.unpack_from(view, pos + record_batch.CRC_AT)
+            if crc32c.crc32c(view[pos + RECORD_BATCH_CRC_FROM:nxt]) != crc:
+                raise RecordsError.corrupt(f"record batch CRC32C mismatch at offset {offset}")
+            (delta,) = _V2_LAST_DELTA.unpack_from(view, pos + record_batch.LAST_OFFSET_DELTA_AT)
+            if delta < 0:
+                raise RecordsError.corrupt(f"negative last offset delta at offset {offset}")
+            last = offset + delta
+            pos = nxt
+            continue
+        if size < _MIN_V1:
+            raise RecordsError.corrupt(f"bad message size {size} at offset {offset}")
+        if not 0 <= magic <= 1 or offset <= last or crc32(view[pos + crc_from:nxt]) != stored:
+            if offset <= last:
+                raise RecordsError.corrupt("offsets are not increasing")
+            raise RecordsError.corrupt(f"CRC or magic mismatch at offset {offset}")
+        last = offset
+        pos = nxt
+    return pos, last
+
+
+def any_record_batch(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether a slice holds a magic-2 batch (reading entry heads only)."""
+    pos = 0
+    end = len(buf)
+    while pos + MAGIC_OFFSET < end:
+        if buf[pos + MAGIC_OFFSET] == RECORD_BATCH_MAGIC:
+            return True
+        (size,) = _SIZE.unpack_from(buf, pos + 8)
+        if size < 0:
+            return False
+        pos += LOG_OVERHEAD + size
+    return False
+
+
+def down_convert(data: bytes | bytearray | memoryview, first_offset: int = 0) -> bytes:
+    """A log slice as magic-1 messages, for a consumer fetching with Fetch < 4 (Kafka's
+    down-conversion: headers, producer ids and the leader epoch are dropped; records keep their
+    offsets, keys, values and timestamps, uncompressed). Magic 0/1 entries pass through as
+    they are; a cut-off batch at the end is left out (a cut-off magic-1 entry is kept, as
+    Fetch v0-2's partial messages are), unless it is all there is. Records of a batch below first_offset (the fetch
+    offset, inside the first batch) are left out, as Kafka's RecordsUtil.downConvert does.
+
+    This is the hook for the Fetch v0-3 consumer path; KIP-74's size rules over converted data
+    belong to the fetch side.
+    """
+    buf = memoryview(data)
+    if not any_record_batch(buf):
+        return bytes(buf)
+    out: list[bytes] = []
+    pos = 0
+    end = len(buf)
+    while pos + LOG_OVERHEAD <= end:
+        if magic_at(buf, pos) == RECORD_BATCH_MAGIC:
+            parsed = record_batch.parse_batch(buf, pos, strict=False)
+            if parsed is None:
+                if not out:
+                    # Only a cut-off first batch (Fetch v0-2 with a batch above the partition's
+                    # max bytes): sent unconverted, so the client sees a partial entry and can
+                    # tell the message is too large rather than stall on empty responses.
+                    return bytes(buf)
+                break
+            records, pos = parsed
+            out.extend(encode_entry(o, 1, 0, ts, k, v) for o, ts, k, v in records if o >= first_offset)
+            continue
+        (size,) = _SIZE.unpack_from(buf, pos + 8)
+        nxt = pos + LOG_OVERHEAD + size
+        out.append(bytes(buf[pos:min(nxt, end)]))
+        pos = nxt
+    return b"".join(out)
 
 
 def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
@@ -123,7 +212,7 @@ def time_head(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int, 
     if magic == RECORD_BATCH_MAGIC:
         (base, length, epoch, _, _, _, last_delta, _, max_ts, _, _, _, _) = RECORD_BATCH_HEADER.unpack_from(buf, pos)
         return LOG_OVERHEAD + length, max_ts, base + last_delta, epoch
-    offset, size = _ENTRY_HEAD.unpack_from(buf, pos)
+    offset, size = _LOG_ENTRY_HEAD.unpack_from(buf, pos)
     if magic == 1 and size + LOG_OVERHEAD >= _V1_HEAD_SIZE:
         _, ts = _V1_ATTRIBUTES_TIMESTAMP.unpack_from(buf, pos + _V1_ATTRIBUTES_AT)
         return LOG_OVERHEAD + size, ts, offset, NO_LEADER_EPOCH

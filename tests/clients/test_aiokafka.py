@@ -1,4 +1,4 @@
-"""aiokafka: its producer sends RecordBatch v2 inside Produce v2; the broker stores magic 1. Read back byte-exact."""
+"""aiokafka: its producer sends RecordBatch v2 (inside Produce v2), stored as sent. Read back byte-exact."""
 
 from __future__ import annotations
 

@@ -60,12 +60,13 @@ async def test_kip74_response_max_bytes(broker) -> None:  # noqa: ANN001
         big = b"x" * 5000
         for p in range(3):
             await produce(conn, "k74", p, [(b"a", big), (b"b", big)])
-        # v3: the first message of the first non-empty partition comes back whole although it
-        # exceeds both limits; later partitions whose first message does not fit get nothing.
+        # v3: the first batch of the first non-empty partition comes back whole (here both
+        # records, produced as one RecordBatch v2 and down-converted) although it exceeds both
+        # limits; later partitions whose first batch does not fit get nothing.
         got = await fetch(conn, [("k74", 0, 0, 1000), ("k74", 1, 0, 1000), ("k74", 2, 0, 1000)],
                           version=3, max_bytes=1000)
         first = decode_records(got[("k74", 0)]["records"])
-        assert [r.value for r in first] == [big]
+        assert [r.value for r in first] == [big, big]
         assert got[("k74", 1)]["records"] == b"" and got[("k74", 1)]["error_code"] == 0
         assert got[("k74", 2)]["records"] == b""
         # A roomy response limit is shared in request order.
@@ -258,5 +259,5 @@ async def test_api_versions_lists_registry(broker, version: int) -> None:  # noq
         resp = await conn.request(ApiKey.API_VERSIONS, version,
                                   {"client_software_name": "t", "client_software_version": "1"})
         keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
-        assert keys[ApiKey.PRODUCE] == (0, 2) and keys[ApiKey.FETCH] == (0, 3) and keys[ApiKey.METADATA] == (0, 2)
+        assert keys[ApiKey.PRODUCE] == (0, 9) and keys[ApiKey.FETCH] == (0, 3) and keys[ApiKey.METADATA] == (0, 2)
         assert all(lo == 0 for lo, _ in keys.values())

@@ -12,7 +12,7 @@ from protocol.errors import ErrorCode
 from protocol.records import compression, record_batch
 from protocol.records.errors import RecordsError
 from protocol.records.message_set import build_message_set
-from protocol.records.records import validate_and_assign
+from protocol.records.validator import ValidationConfig, validate
 
 BOMB_INFLATED = 200 << 20
 
@@ -64,9 +64,9 @@ def test_inflated_limit_is_tied_to_the_message_limit() -> None:
 def test_entry_over_the_message_limit_is_refused_before_decompression() -> None:
     entry = build_message_set([(None, b"v" * 2000, 0)], magic=1, codec=compression.NONE)
     with pytest.raises(RecordsError) as e:
-        validate_and_assign(entry, 0, 0, len(entry) - 1)
+        validate(entry, 2, 0, ValidationConfig(len(entry) - 1))
     assert e.value.error_code == ErrorCode.MESSAGE_TOO_LARGE
-    assert validate_and_assign(entry, 0, 0, len(entry)).count == 1
+    assert validate(entry, 2, 0, ValidationConfig(len(entry))).count == 1
 
 
 def test_compressed_wrapper_bomb_in_a_message_set() -> None:
@@ -74,7 +74,7 @@ def test_compressed_wrapper_bomb_in_a_message_set() -> None:
     wrapper = build_message_set([(None, bytes(80 << 20), 0)], magic=1, codec=compression.GZIP)
     assert len(wrapper) < 1 << 20
     with pytest.raises(RecordsError) as e:
-        validate_and_assign(wrapper, 0, 0, 1 << 20)
+        validate(wrapper, 2, 0, ValidationConfig(1 << 20))
     assert e.value.error_code == ErrorCode.MESSAGE_TOO_LARGE
 
 
@@ -83,5 +83,5 @@ def test_record_batch_over_the_limit_is_refused_before_its_crc() -> None:
     batch = bytearray(header.size + 100)
     header.pack_into(batch, 0, 0, len(batch) - 12, 0, 2, 0, 0, 0, 0, 0, -1, -1, -1, 1)
     with pytest.raises(RecordsError) as e:
-        validate_and_assign(bytes(batch), 0, 0, 50)
+        validate(bytes(batch), 9, 0, ValidationConfig(50))
     assert e.value.error_code == ErrorCode.MESSAGE_TOO_LARGE

@@ -27,11 +27,13 @@ fetch_bodies = st.fixed_dictionaries({
          "partition_max_bytes": st.integers(0, 1 << 24)}), max_size=3)}), max_size=3)})
 
 
-@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("version", range(10))
 def test_produce_decoder_agrees_with_the_schema(version: int) -> None:
     @settings(max_examples=60, deadline=None)
-    @given(produce_bodies)
-    def check(body: dict) -> None:
+    @given(produce_bodies, st.one_of(st.none(), names))
+    def check(body: dict, transactional_id: str | None) -> None:
+        if version >= 3:
+            body = {"transactional_id": transactional_id, **body}
         raw = request_codec(ApiKey.PRODUCE, version).encode(body)
         got = decode_produce_request(raw, version)
         for t in got["topic_data"]:
@@ -92,7 +94,7 @@ def test_golden_against_kafka_python() -> None:
     assert part["high_watermark"] == 99 and part["records"] == b"x" * 5000
 
 
-@pytest.mark.parametrize("version", [0, 2])
+@pytest.mark.parametrize("version", [0, 2, 3, 9])
 def test_truncated_produce_is_a_protocol_error(version: int) -> None:
     raw = request_codec(ApiKey.PRODUCE, version).encode({"acks": 1, "timeout_ms": 5, "topic_data": [
         {"name": "topic", "partition_data": [{"index": 0, "records": b"abcdef"}]}]})
@@ -102,11 +104,11 @@ def test_truncated_produce_is_a_protocol_error(version: int) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=100), st.integers(0, 3))
+@given(st.binary(max_size=100), st.integers(0, 9))
 def test_fuzz_raises_only_protocol_errors(data: bytes, version: int) -> None:
     for fn in (decode_fetch_request, decode_produce_request):
         try:
-            fn(data, min(version, 2) if fn is decode_produce_request else version)
+            fn(data, version if fn is decode_produce_request else min(version, 3))
         except ProtocolError:
             pass
 

@@ -47,9 +47,10 @@ def test_failed_append_answers_storage_error_and_takes_the_dir_offline(rm: Repli
     rm.on_offline(stopped.append)
     a = rm.become_leader("t", 0, [1], 0, [1], 0, 1, 1, None)
     b = rm.become_leader("t", 1, [1], 0, [1], 0, 1, 1, None)
-    assert rm.append(a, records(3), acks=1)[0] == ErrorCode.NONE
+    assert rm.append(a, records(3), acks=1).error_code == ErrorCode.NONE
     enospc(monkeypatch)
-    code, base, _ = rm.append(a, records(2), acks=-1)
+    result = rm.append(a, records(2), acks=-1)
+    code, base = result.error_code, result.base_offset
     assert (code, base) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
     assert a.log_end_offset == 3  # nothing of the failed append
     # The whole directory: the other partition too, and every later request.
@@ -57,7 +58,7 @@ def test_failed_append_answers_storage_error_and_takes_the_dir_offline(rm: Repli
     assert rm.is_offline("t", 0) and rm.is_offline("t", 1)
     assert sorted(stopped) == [("t", 0), ("t", 1)]
     monkeypatch.undo()
-    assert rm.append(b, records(1), acks=1)[0] == ErrorCode.KAFKA_STORAGE_ERROR
+    assert rm.append(b, records(1), acks=1).error_code == ErrorCode.KAFKA_STORAGE_ERROR
     # A partition the controller hands over now cannot be opened either, and is offline too.
     with pytest.raises(KafkaStorageError):
         rm.become_leader("u", 0, [1], 0, [1], 0, 1, 1, None)
@@ -66,7 +67,7 @@ def test_failed_append_answers_storage_error_and_takes_the_dir_offline(rm: Repli
 
 async def test_waiting_acks_all_produce_answers_storage_error(rm: ReplicaManager) -> None:
     part = rm.become_leader("t", 0, [1, 2], 0, [1, 2], 0, 1, 1, None)
-    assert rm.append(part, records(1), acks=-1)[0] == ErrorCode.NONE
+    assert rm.append(part, records(1), acks=-1).error_code == ErrorCode.NONE
     rm.fail_dir("flush", OSError(errno.EIO, "Input/output error"))
     assert await rm.wait_for_hw(part, 1, 5) == ErrorCode.KAFKA_STORAGE_ERROR
 
@@ -129,7 +130,7 @@ async def test_stop_leaves_no_clean_shutdown_marker_in_a_failed_dir(rm: ReplicaM
     a = rm.become_leader("t", 0, [1], 0, [1], 0, 1, 1, None)
     rm.become_leader("t", 1, [1], 0, [1], 0, 1, 1, None)
     enospc(monkeypatch)
-    assert rm.append(a, records(1), acks=1)[0] == ErrorCode.KAFKA_STORAGE_ERROR
+    assert rm.append(a, records(1), acks=1).error_code == ErrorCode.KAFKA_STORAGE_ERROR
     monkeypatch.undo()
     await rm.stop()
     # Both logs get a full recovery at the next start, the one that did not fail too.

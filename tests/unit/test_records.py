@@ -1,4 +1,5 @@
-"""Message format v0/v1 with every codec, RecordBatch v2 conversion, and kafka-python as the cross-check."""
+"""Message format v0/v1 with every codec, the any-format front (readers, follower check, down-conversion),
+and kafka-python as the cross-check. The produce-side validation of RecordBatch v2 is test_validator.py."""
 
 from __future__ import annotations
 
@@ -14,8 +15,14 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from protocol.errors import ErrorCode
 from protocol.records import compression
 from protocol.records.errors import RecordsError
-from protocol.records.message_set import build_message_set, scan_entries, shallow_validate
-from protocol.records.records import decode_records, validate_and_assign
+from protocol.records.message_set import (
+    build_message_set,
+    scan_entries,
+    shallow_validate,
+    validate_and_assign,
+)
+from protocol.records.records import decode_records, down_convert
+from protocol.records.records import shallow_validate as shallow_validate_any
 
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4]
 
@@ -93,30 +100,6 @@ def test_truncated_tail_is_tolerated_by_readers() -> None:
     assert len(decode_records(cut)) == 5
     with pytest.raises(RecordsError):
         validate_and_assign(cut, 0, 0)
-
-
-@pytest.mark.parametrize("codec", [0, 1, 2, 3])
-def test_record_batch_v2_from_kafka_python_is_stored_as_magic1(codec: int) -> None:
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    for i, (k, v, t) in enumerate(recs(20)):
-        b.append(i, timestamp=t, key=k, value=v, headers=[("h", b"dropped")])
-    info = validate_and_assign(bytes(b.build()), 500, 0)
-    assert info.magic == 1 and info.codec == 0
-    assert (info.first_offset, info.last_offset) == (500, 519)
-    got = decode_records(info.buffer)
-    assert [(r.offset, r.timestamp, r.key, r.value) for r in got] == [
-        (500 + i, t, k, v) for i, (k, v, t) in enumerate(recs(20))]
-
-
-def test_record_batch_crc32c_is_checked() -> None:
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    b.append(0, timestamp=1, key=b"k", value=b"v", headers=[])
-    data = bytearray(b.build())
-    data[-1] ^= 1
-    with pytest.raises(RecordsError):
-        validate_and_assign(data, 0, 0)
 
 
 @pytest.mark.parametrize("magic", [0, 1])
@@ -213,8 +196,47 @@ def test_front_reads_batches_and_messages_mixed_and_the_codecs_stay_apart() -> N
     assert message_set.decode_records(legacy) == decode_records(legacy)
     with pytest.raises(RecordsError):
         message_set.validate_and_assign(batch, 0, 0)
+
+
+def _at(batch: bytes, base: int) -> bytes:
+    out = bytearray(batch)
+    struct.pack_into(">q", out, 0, base)
+    return bytes(out)
+
+
+def test_follower_check_takes_batches_and_messages_mixed() -> None:
+    """A log written before v2 (magic 1) continued with batches: the follower's check reads both."""
+    legacy = validate_and_assign(build_message_set(recs(4), magic=1), 0, 0).buffer
+    batch = _at(_batch(3), 4)
+    data = legacy + batch + _at(_batch(2, compression.GZIP), 7)
+    assert shallow_validate_any(data) == (len(data), 8)
+    assert shallow_validate_any(data[:-1]) == (len(legacy) + len(batch), 6)
+    bad = bytearray(data)
+    bad[len(legacy) + 40] ^= 1  # inside the batch's CRC32C range
     with pytest.raises(RecordsError):
-        validate_and_assign(batch, None, 0)  # a follower never receives batches
+        shallow_validate_any(bad)
+    backwards = legacy + _at(_batch(3), 2)
+    with pytest.raises(RecordsError):
+        shallow_validate_any(backwards)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_down_convert_gives_magic1_with_offsets_kept(codec: int) -> None:
+    legacy = validate_and_assign(build_message_set(recs(2), magic=1), 0, 0).buffer
+    data = legacy + _at(_batch(5, codec), 2)
+    out = down_convert(data)
+    assert {b for pos, _, _ in scan_entries(out) for b in [out[pos + 16]]} == {1}
+    assert [(r.offset, r.key, r.value) for r in decode_records(out)] == [(r.offset, r.key, r.value)
+                                                                          for r in decode_records(data)]
+    assert down_convert(legacy) == legacy
+    assert down_convert(data[:-1]) == legacy  # a cut-off batch is left out
+    cut = _batch(5, codec)[:-1]
+    assert down_convert(cut) == cut  # unless it is all there is: the client sees a partial entry
+    kp = MemoryRecords(out)
+    n = 0
+    while (b := kp.next_batch()) is not None:
+        n += len(list(b))
+    assert n == 7
 
 
 def test_no_codec_imports_the_other() -> None:

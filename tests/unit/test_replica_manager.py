@@ -19,6 +19,7 @@ from broker.zk.topic_configs import TopicConfigs
 from protocol.errors import ErrorCode
 from protocol.records.compression import GZIP
 from protocol.records.message_set import build_message_set
+from protocol.records.validator import ValidationConfig
 
 TP = ("t", 0)
 
@@ -70,7 +71,7 @@ def test_follower_restart_starts_empty_at_the_leaders_log_start(rm: ReplicaManag
 
 def test_leader_high_watermark_follows_the_partitions_isr(rm: ReplicaManager) -> None:
     part = rm.become_leader("t", 0, [1, 2, 3], 0, [1, 2, 3], 0, 1, 1, None)
-    rm.append(part, records(10), acks=1)
+    rm.append(part, records(10), acks=1, config=ValidationConfig(1 << 20))
     rm.record_follower_fetch(part, 2, 10)
     rm.record_follower_fetch(part, 3, 4)
     assert part.high_watermark == 4  # 3 is in the ISR and holds it back
@@ -184,7 +185,7 @@ def test_follower_fetch_below_the_log_start_records_nothing(rm: ReplicaManager) 
 
 def test_fetch_from_a_replica_id_that_is_not_an_assigned_follower_records_nothing(rm: ReplicaManager) -> None:
     part = rm.become_leader("t", 0, [1, 2], 0, [1], 0, 1, 1, None)
-    rm.append(part, records(10), acks=1)
+    rm.append(part, records(10), acks=1, config=ValidationConfig(1 << 20))
     for replica_id in (7, 1):  # a broker that holds no replica; the leader itself
         assert rm.check_follower_fetch(part, replica_id, 10) == "not_assigned"
         assert rm.record_follower_fetch(part, replica_id, 10) is False
