@@ -1,8 +1,8 @@
-"""ListOffsets, versions 0-6 (Kafka 2.8's range; flexible from 6), served 0-4 for now.
+"""ListOffsets, versions 0-6 (Kafka 2.8's range; flexible from 6).
 
-Served 0-4 until InitProducerId is: kafka-python reads ListOffsets v5 as "broker 2.2" and then turns
-its idempotent producer on by default, which fails at once without InitProducerId (client-compat
-rule 3: one coherent table). v5-6 are declared and handled here; widen `SERVED` with that table.
+Part of Kafka 2.8's table: kafka-python reads ListOffsets v5 as "broker 2.2" (and Produce v9 as
+2.8) and then turns its idempotent producer on by default, which needs InitProducerId
+(client-compat rule 3).
 
 v1+ (Kafka's handleListOffsetRequestV1AndAbove and Partition.fetchOffsetForTimestamp):
 timestamp -1 (latest) answers the high watermark to a consumer (replica_id -1) and the log end
@@ -146,5 +146,4 @@ def _legacy_offsets(part: Partition, timestamp: int, max_num_offsets: int, clien
     return offsets
 
 
-SERVED = (0, 4)
-register(messages, handle, versions=SERVED)
+register(messages, handle)

@@ -25,6 +25,7 @@ from broker.log.time_index import (
 )
 from protocol.records import compression
 from protocol.records.message_set import build_message_set
+from protocol.records.record_batch import LOG_APPEND_TIME, build_batch
 from protocol.records.records import first_at_or_after, max_timestamp, time_head
 
 # ---- the pure index ------------------------------------------------------------------------------
@@ -186,27 +187,36 @@ def append_v1(log: Log, timestamps: list[int], codec: int = 0) -> None:
     log.append(data, base + len(timestamps) - 1)
 
 
+def append_v2(log: Log, timestamps: list[int], codec: int = 0) -> None:
+    """One RecordBatch v2 (the log's format since message format v2) holding the records."""
+    base = log.log_end_offset
+    data = build_batch([(t, None, b"x" * 20, []) for t in timestamps], base_offset=base, codec=codec,
+                       partition_leader_epoch=3)
+    log.append(data, base + len(timestamps) - 1)
+
+
 def lookup(log: Log, target: int) -> int | None:
     found = log.offset_for_timestamp(target)
     return None if found is None else found[1]
 
 
-appends = st.lists(st.tuples(st.lists(st.integers(0, 200), min_size=1, max_size=5), st.booleans()),
-                   min_size=1, max_size=40)
+appends = st.lists(st.tuples(st.lists(st.integers(0, 200), min_size=1, max_size=5), st.booleans(),
+                             st.sampled_from([1, 2])), min_size=1, max_size=40)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=appends, segment_bytes=st.integers(150, 1200), interval=st.integers(1, 300),
        targets=st.lists(st.integers(-1, 210), min_size=1, max_size=8), data=st.data())
-def test_log_lookup_matches_a_scan(tmp_path_factory: pytest.TempPathFactory, batches: list[tuple[list[int], bool]],
+def test_log_lookup_matches_a_scan(tmp_path_factory: pytest.TempPathFactory,
+                                   batches: list[tuple[list[int], bool, int]],
                                    segment_bytes: int, interval: int, targets: list[int],
                                    data: st.DataObject) -> None:
     directory = tmp_path_factory.mktemp("log")
     log = Log.open(directory, segment_bytes=segment_bytes, index_interval_bytes=interval)
     records: list[tuple[int, int]] = []
-    for timestamps, gzip in batches:
+    for timestamps, gzip, magic in batches:  # magic-1 entries (older logs) and v2 batches, mixed
         base = log.log_end_offset
-        append_v1(log, timestamps, compression.GZIP if gzip else 0)
+        (append_v1 if magic == 1 else append_v2)(log, timestamps, compression.GZIP if gzip else 0)
         records += [(base + i, t) for i, t in enumerate(timestamps)]
 
     def check(log: Log, records: list[tuple[int, int]]) -> None:
@@ -232,7 +242,7 @@ def test_log_lookup_matches_a_scan(tmp_path_factory: pytest.TempPathFactory, bat
     records = [(o, t) for o, t in records if o < log.log_end_offset]
     check(log, records)
     base = log.log_end_offset
-    append_v1(log, [150, 3, 205])
+    append_v2(log, [150, 3, 205])
     records += [(base, 150), (base + 1, 3), (base + 2, 205)]
     check(log, records)
     log.close()
@@ -287,3 +297,15 @@ def test_segments_without_timestamps_use_their_last_modified_time(tmp_path: Path
     assert log.legacy_offsets_before(4999, 5, now_ms=9000) == []
     assert log.legacy_offsets_before(6000, 5, now_ms=9000) == [0]
     assert log.legacy_offsets_before(LATEST, 5, now_ms=9000) == [1, 0]
+
+
+def test_v2_batches_answer_with_their_leader_epoch_and_log_append_time(tmp_path: Path) -> None:
+    log = Log.open(tmp_path, segment_bytes=1 << 20, index_interval_bytes=64)
+    append_v2(log, [10, 30, 20])
+    base = log.log_end_offset
+    log.append(build_batch([(5, None, b"a", []), (6, None, b"b", [])], base_offset=base,
+                           timestamp_type=LOG_APPEND_TIME, log_append_time=500, partition_leader_epoch=7), base + 1)
+    assert log.offset_for_timestamp(15) == (30, 1, 3)  # the batch's partition leader epoch
+    assert log.offset_for_timestamp(31) == (500, 3, 7)  # LogAppendTime: every record carries the batch's time
+    assert log.segments[0].timestamps.max_timestamp == 500
+    assert log.offset_for_timestamp(501) is None
