@@ -243,18 +243,18 @@ BASE_TS = 1_700_000_000_000
 
 
 def produce_with_timestamps(broker, topic: str, counts: dict[int, int]) -> None:  # noqa: ANN001
-    """counts[p] messages on partition p, message i carrying timestamp BASE_TS + 10 * i."""
-    from confluent_kafka import Producer
+    """counts[p] messages on partition p, message i carrying timestamp BASE_TS + 10 * i (kafka-python:
+    its RecordBatch v2 carries the timestamps as given)."""
+    from kafka import KafkaProducer
 
-    from tests.support.traffic import produce_one
-
-    failures: list[str] = []
-    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False})
-    for partition, n in counts.items():
-        for i in range(n):
-            produce_one(p, topic, b"v%d" % i, partition=partition, timestamp=BASE_TS + 10 * i,
-                        on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)
-    assert p.flush(60) == 0 and failures == []
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5, enable_idempotence=False)
+    try:
+        futures = [p.send(topic, value=b"v%d" % i, partition=partition, timestamp_ms=BASE_TS + 10 * i)
+                   for partition, n in counts.items() for i in range(n)]
+        p.flush(60)
+        assert all(f.get(timeout=30).offset >= 0 for f in futures)
+    finally:
+        p.close(10)
 
 
 def offsets_read(df) -> dict[int, list[int]]:  # noqa: ANN001
