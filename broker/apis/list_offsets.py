@@ -1,8 +1,9 @@
-"""ListOffsets, versions 0-6 (Kafka 2.8's range; flexible from 6).
+"""ListOffsets, versions 0-6 (Kafka 2.8's range; flexible from 6); 0-4 until InitProducerId is served.
 
-Part of Kafka 2.8's table: kafka-python reads ListOffsets v5 as "broker 2.2" (and Produce v9 as
-2.8) and then turns its idempotent producer on by default, which needs InitProducerId
-(client-compat rule 3).
+Served versions: the data-path table is one Kafka release's (client-compat rule 3). kafka-python
+reads ListOffsets v5 as "broker 2.2" and then turns its idempotent producer on by default, which
+fails at once without InitProducerId; v0-4 change nothing in its (or librdkafka's) reading of
+the table. So v5-6 are listed only once InitProducerId is declared (as Produce 3-9 is).
 
 v1+ (Kafka's handleListOffsetRequestV1AndAbove and Partition.fetchOffsetForTimestamp):
 timestamp -1 (latest) answers the high watermark to a consumer (replica_id -1) and the log end
@@ -39,7 +40,9 @@ from typing import TYPE_CHECKING, Any
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.log import KafkaStorageError
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.messages import MODULES
 from protocol.messages import list_offsets as messages
 
 if TYPE_CHECKING:
@@ -146,4 +149,16 @@ def _legacy_offsets(part: Partition, timestamp: int, max_num_offsets: int, clien
     return offsets
 
 
-register(messages, handle)
+# kafka-python 3's reading of ListOffsets v5 ("2.2": idempotence by default); v4 is the newest it reads as nothing.
+BEFORE_IDEMPOTENCE_VERSIONS = (0, 4)
+
+
+def served_versions() -> tuple[int, int]:
+    """0-6 once InitProducerId is declared, else 0-4 (module docstring)."""
+    if getattr(ApiKey, "INIT_PRODUCER_ID", None) in MODULES:
+        versions: tuple[int, int] = messages.VERSIONS
+        return versions
+    return BEFORE_IDEMPOTENCE_VERSIONS
+
+
+register(messages, handle, versions=served_versions())

@@ -1,5 +1,5 @@
 """offsetsForTimes from confluent-kafka and kafka-python against the time index, on one real broker
-with small segments (kafka-python's v2 batches, gzip on one partition): Kafka's answers (the first offset whose timestamp is >= T; -1 / None past
+with small segments (confluent-kafka's gzip batches on one partition, kafka-python's on the other): Kafka's answers (the first offset whose timestamp is >= T; -1 / None past
 the end) before and after a clean restart, a kill -9, and a restart with every .timeindex deleted.
 ListOffsets versions 0, 4 and 6 are also asked directly (epoch checks, v0's offset list)."""
 
@@ -9,14 +9,16 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
+from broker.apis.list_offsets import served_versions
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from tests.support.brokers import BrokerProcess
 from tests.support.topics import create_topic
+from tests.support.traffic import produce_one
 from tests.support.wire import connect
 
 pytestmark = pytest.mark.clients
@@ -48,22 +50,26 @@ def targets(partition: int) -> list[int]:
 
 
 def produce(bootstrap: str) -> None:
-    """kafka-python writes both partitions: gzip batches on 0, uncompressed ones on 1.
+    """confluent-kafka writes partition 0 (gzip, 7 records a batch), kafka-python partition 1."""
+    failures: list[str] = []
 
-    (librdkafka writes message format v2 only once the broker also serves Fetch v4, so the
-    producing side stays with kafka-python; both clients ask the questions.)
-    """
-    for partition, codec in ((0, "gzip"), (1, None)):
-        # batch_size below segment.bytes; no idempotence until InitProducerId is served.
-        kp = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=300,
-                           compression_type=codec, enable_idempotence=False)
-        try:
-            futures = [kp.send(TOPIC, key=b"k%d" % i, value=b"v%d" % i, partition=partition, timestamp_ms=ts)
-                       for i, ts in enumerate(timestamps(partition))]
-            kp.flush(60)
-            assert [f.get(timeout=30).offset for f in futures] == list(range(N))
-        finally:
-            kp.close(10)
+    def delivered(err, msg) -> None:  # noqa: ANN001
+        if err is not None:
+            failures.append(str(err))
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False,
+                  "compression.codec": "gzip", "batch.num.messages": 7})
+    for i, ts in enumerate(timestamps(0)):
+        produce_one(p, TOPIC, b"v%d" % i, key=b"k%d" % i, partition=0, timestamp=ts, on_delivery=delivered)
+    assert p.flush(60) == 0 and failures == []
+    # batch_size below segment.bytes; no idempotence until InitProducerId is served.
+    kp = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=300, enable_idempotence=False)
+    try:
+        futures = [kp.send(TOPIC, value=b"w%d" % i, partition=1, timestamp_ms=ts) for i, ts in enumerate(timestamps(1))]
+        kp.flush(60)
+        assert [f.get(timeout=30).offset for f in futures] == list(range(N))
+    finally:
+        kp.close(10)
 
 
 def confluent_answers(bootstrap: str) -> dict[tuple[int, int], tuple[int, int]]:
@@ -112,7 +118,7 @@ async def list_offsets(bootstrap: str, version: int, partitions: list[dict]) -> 
 async def check_wire(bootstrap: str) -> int:
     """ListOffsets straight on the wire; returns partition 0's leader epoch."""
     target = timestamps(0)[123]
-    newest = 6  # flexible
+    newest = served_versions()[1]  # 6 (flexible) once InitProducerId is served, else 4
     (found,) = await list_offsets(bootstrap, newest, [
         {"partition_index": 0, "current_leader_epoch": -1, "timestamp": target}])
     assert (found["error_code"], found["offset"], found["timestamp"]) == (0, 123, target)
