@@ -126,6 +126,7 @@ async def check_wire(bootstrap: str) -> int:
         {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}])
     epoch = latest["leader_epoch"]
     assert (latest["offset"], latest["timestamp"]) == (N, -1) and epoch >= 0
+    assert 0 <= found["leader_epoch"] <= epoch  # the epoch stamped in the record's batch
     current, unknown, twice, again = await list_offsets(bootstrap, 4, [
         {"partition_index": 0, "current_leader_epoch": epoch, "timestamp": -2},
         {"partition_index": 1, "current_leader_epoch": epoch + 5, "timestamp": -1},
