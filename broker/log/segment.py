@@ -295,11 +295,18 @@ class Segment:
         key = first_key - self.base_offset
         target = self.log_path
         # The time index's one hook: the largest timestamp of what is appended, from the heads.
+        # Its entry is made before anything is written, so a broken invariant (ValueError) cannot
+        # leave log bytes behind that the in-memory size does not know of.
         ts, ts_offset = max_timestamp(data)
         tracker = self.timestamps
         before = tracker.max_timestamp, tracker.offset_of_max
         tracker.observe(ts, ts_offset)
-        time_entry = None
+        try:
+            time_entry = (self.time_index.maybe_append(tracker.max_timestamp, tracker.offset_of_max)
+                          if index_point else None)
+        except ValueError:
+            tracker.max_timestamp, tracker.offset_of_max = before
+            raise
         try:
             _write_all(self.fd, data)
             if index_point:
@@ -314,7 +321,6 @@ class Segment:
                 if _LITTLE:
                     point.byteswap()
                 _write_all(self.index_fd, point.tobytes())
-                time_entry = self.time_index.maybe_append(tracker.max_timestamp, tracker.offset_of_max)
                 if time_entry is not None:
                     target = self.time_index_path
                     _write_all(self.time_index_fd, time_entry)

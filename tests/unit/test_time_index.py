@@ -309,3 +309,35 @@ def test_v2_batches_answer_with_their_leader_epoch_and_log_append_time(tmp_path:
     assert log.offset_for_timestamp(31) == (500, 3, 7)  # LogAppendTime: every record carries the batch's time
     assert log.segments[0].timestamps.max_timestamp == 500
     assert log.offset_for_timestamp(501) is None
+
+
+def test_failed_time_index_write_leaves_no_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC on the .timeindex write: the append is undone in all three files and in memory."""
+    import errno
+
+    from broker.log import KafkaStorageError
+    from broker.log import segment as segment_module
+
+    log = Log.open(tmp_path, segment_bytes=1 << 20, index_interval_bytes=100)
+    for ts in (10, 20):
+        append_v2(log, [ts])
+    seg = log.segments[-1]
+    before = (log.log_end_offset, os.fstat(seg.fd).st_size, os.fstat(seg.index_fd).st_size,
+              os.fstat(seg.time_index_fd).st_size, seg.time_index.entries, seg.timestamps.max_timestamp)
+    real, time_fd = segment_module._write_all, seg.time_index_fd
+
+    def write(fd: int, data: bytes | memoryview) -> None:
+        if fd == time_fd:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, data)
+    monkeypatch.setattr(segment_module, "_write_all", write)
+    with pytest.raises(KafkaStorageError) as err:
+        append_v2(log, [30])  # more than 100 bytes since the last point: an index point, and a time entry
+    assert str(err.value.error.filename).endswith(".timeindex")
+    assert (log.log_end_offset, os.fstat(seg.fd).st_size, os.fstat(seg.index_fd).st_size,
+            os.fstat(seg.time_index_fd).st_size, seg.time_index.entries, seg.timestamps.max_timestamp) == before
+    monkeypatch.undo()
+    log._close_fds()  # the failed log is abandoned; recovery finds the two appends before it
+    log = Log.open(tmp_path, segment_bytes=1 << 20, index_interval_bytes=100)
+    assert log.log_end_offset == 2 and lookup(log, 15) == 1 and lookup(log, 21) is None
+    log.close()
