@@ -47,7 +47,11 @@ def test_registering_versions_outside_the_declaration_raises() -> None:
 
 def test_api_versions_table_is_the_registered_handlers_message_versions() -> None:
     assert ALL_APIS == registered()
-    assert _table() == {api.messages.API_KEY: api.messages.VERSIONS for api in ALL_APIS}
+    assert _table() == {api.messages.API_KEY: api.versions for api in ALL_APIS}
+    # Every handler serves all its declared versions, but Produce: 3+ only with Fetch 4+ and
+    # InitProducerId (broker/apis/produce.py), one release's table.
+    assert {api.key: api.versions for api in ALL_APIS if api.versions != api.messages.VERSIONS} in (
+        {}, {ApiKey.PRODUCE: (0, 2)})
     assert all(lo == 0 for lo, _ in _table().values())
     for api in ALL_APIS:
         assert api.key is api.messages.API_KEY and api.name == api.messages.NAME
