@@ -224,10 +224,12 @@ class BrokerSession:
 
     # ---- offsets -----------------------------------------------------------------------------
 
-    async def _list_offsets(self, topic: str, partitions: list[int], which: int) -> dict[int, int]:
+    async def _list_offsets(self, topic: str, timestamps: dict[int, int]) -> dict[int, int]:
+        """ListOffsets v1 as a consumer: partition -> timestamp (EARLIEST, LATEST or ms) in,
+        partition -> offset out (-1 when no record has a timestamp at or after the one asked)."""
         parts = await self._partitions(topic)
         by_leader: dict[int, list[int]] = {}
-        for p in partitions:
+        for p in timestamps:
             if p not in parts:
                 raise MinibrokerError(f"topic {topic!r} has no partition {p} (it has {len(parts)})")
             by_leader.setdefault(parts[p].leader, []).append(p)
@@ -235,7 +237,7 @@ class BrokerSession:
         for leader, ps in by_leader.items():
             conn = await self._leader_conn(topic, ps[0])
             body = {"replica_id": -1, "topics": [
-                {"name": topic, "partitions": [{"partition_index": p, "timestamp": which} for p in ps]}]}
+                {"name": topic, "partitions": [{"partition_index": p, "timestamp": timestamps[p]} for p in ps]}]}
             try:
                 resp = await self._request(conn, ApiKey.LIST_OFFSETS, 1, body)
             except ConnectionError as e:
@@ -253,8 +255,14 @@ class BrokerSession:
     def list_offsets(self, topic: str, partitions: list[int], which: int) -> dict[int, int]:
         """EARLIEST (log start) or LATEST (high watermark) offset of each partition."""
         name = "earliest" if which == EARLIEST else "latest"
-        return self._retrying(lambda: self._list_offsets(topic, partitions, which),
+        return self._retrying(lambda: self._list_offsets(topic, {p: which for p in partitions}),
                               f"{name} offsets of topic {topic!r}")
+
+    def offsets_for_times(self, topic: str, timestamps: dict[int, int]) -> dict[int, int]:
+        """Kafka's offsetsForTimes: the first offset whose record timestamp is >= the partition's
+        timestamp (ms), below the high watermark; -1 where there is none."""
+        return self._retrying(lambda: self._list_offsets(topic, dict(timestamps)),
+                              f"offsets by timestamp of topic {topic!r}")
 
     # ---- fetch -------------------------------------------------------------------------------
 

@@ -18,6 +18,14 @@ from pipeline.client import EARLIEST, LATEST, ClientSettings, MinibrokerError, p
 # Kafka source. A spec maps partitions to those; partitions it leaves out take its default.
 OffsetSpec = tuple[int, dict[int, int]]  # (default for unlisted partitions, explicit per partition)
 
+# Offsets by timestamp (Spark's startingTimestamp / startingOffsetsByTimestamp and the ending
+# pair): one timestamp for every partition, or one per partition, which must then name them all.
+TimestampSpec = tuple[int | None, dict[int, int]]  # (global timestamp, per partition)
+
+# What a starting timestamp with no record at or after it does (Spark's
+# startingOffsetsByTimestampStrategy): fail the query, or start at the latest offset.
+STRATEGY_ERROR, STRATEGY_LATEST = "error", "latest"
+
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
 
 
@@ -100,6 +108,48 @@ def parse_offsets(raw: str | None, option: str, topic: str, default: int) -> Off
     return default, spec
 
 
+def _timestamp(raw: str, option: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise MinibrokerError(f"option {option} must be a timestamp in milliseconds since the epoch, "
+                              f"not {raw!r}") from None
+    if value < 0:
+        raise MinibrokerError(f"option {option} must be a timestamp >= 0, not {value}")
+    return value
+
+
+def parse_timestamps(opts: dict[str, str], single: str, by_partition: str, topic: str) -> TimestampSpec | None:
+    """Spark's `<single>` (one timestamp for all partitions), else `<by_partition>` (JSON
+    `{"t": {"0": 1700000000000}}`), else None; the single one takes precedence, as in Spark."""
+    raw = _first(opts, single)
+    if raw is not None:
+        return _timestamp(raw, single), {}
+    raw = _first(opts, by_partition)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise MinibrokerError(f'option {by_partition} must be JSON like {{"{topic}": {{"0": 1700000000000}}}}: '
+                              f"{e}") from None
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        raise MinibrokerError(f'option {by_partition} must map topic to {{"partition": timestamp}}, got {raw!r}')
+    others = sorted(set(doc) - {topic})
+    if others or topic not in doc:
+        raise MinibrokerError(f"option {by_partition} names topic(s) {sorted(doc)} but the source reads {topic!r}")
+    spec: dict[int, int] = {}
+    for p, ts in doc[topic].items():
+        try:
+            partition = int(p)
+        except ValueError:
+            raise MinibrokerError(f"option {by_partition}: partition {p!r} is not a number") from None
+        if not isinstance(ts, int) or isinstance(ts, bool):
+            raise MinibrokerError(f"option {by_partition}: timestamp {ts!r} of partition {partition} is not a number")
+        spec[partition] = _timestamp(str(ts), by_partition)
+    return None, spec
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     settings: ClientSettings
@@ -108,6 +158,10 @@ class ReadOptions:
     ending: OffsetSpec
     fetch_max_bytes: int
     max_offsets_per_trigger: int | None
+    # Take precedence over `starting` / `ending` when set (Spark's order).
+    starting_by_timestamp: TimestampSpec | None = None
+    ending_by_timestamp: TimestampSpec | None = None
+    starting_timestamp_strategy: str = STRATEGY_ERROR
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> ReadOptions:
@@ -123,9 +177,20 @@ class ReadOptions:
         ending = parse_offsets(_first(opts, "endingOffsets"), "endingOffsets", topic, LATEST)
         if not streaming and _first(opts, "maxOffsetsPerTrigger") is not None:
             raise MinibrokerError("option maxOffsetsPerTrigger applies to streaming queries only")
+        if streaming and (_first(opts, "endingTimestamp") is not None
+                          or _first(opts, "endingOffsetsByTimestamp") is not None):
+            raise MinibrokerError("options endingTimestamp and endingOffsetsByTimestamp apply to batch queries only")
+        strategy = (_first(opts, "startingOffsetsByTimestampStrategy") or STRATEGY_ERROR).strip().lower()
+        if strategy not in (STRATEGY_ERROR, STRATEGY_LATEST):
+            raise MinibrokerError(f"option startingOffsetsByTimestampStrategy must be 'error' or 'latest', "
+                                  f"not {strategy!r}")
         return cls(settings=client_settings(opts), topic=topic, starting=starting, ending=ending,
                    fetch_max_bytes=_positive_int(opts, "fetch.max.bytes", 1 << 20) or 1 << 20,
-                   max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger", None))
+                   max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger", None),
+                   starting_by_timestamp=parse_timestamps(opts, "startingTimestamp", "startingOffsetsByTimestamp",
+                                                          topic),
+                   ending_by_timestamp=parse_timestamps(opts, "endingTimestamp", "endingOffsetsByTimestamp", topic),
+                   starting_timestamp_strategy=strategy)
 
 
 @dataclass(frozen=True)

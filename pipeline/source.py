@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - depends on the installed pyspark
         """Stand-in so the class below can name the mixin on older pyspark."""
 
 from pipeline.client import EARLIEST, LATEST, BrokerSession, MinibrokerError
-from pipeline.options import OffsetSpec, ReadOptions, WriteOptions
+from pipeline.options import STRATEGY_LATEST, OffsetSpec, ReadOptions, TimestampSpec, WriteOptions
 from pipeline.rows import SCHEMA_DDL, record_batch
 from pipeline.sink import MinibrokerWriter
 
@@ -119,6 +119,44 @@ def _resolve(spec: OffsetSpec, option: str, topic: str, partitions: list[int], e
     return out
 
 
+def _by_timestamp(session: BrokerSession, spec: TimestampSpec, option: str, topic: str, partitions: list[int],
+                  latest: Offsets, strategy: str) -> Offsets:
+    """Offsets for Spark's timestamp options: the first offset whose record timestamp is >= the
+    partition's timestamp (ListOffsets by timestamp). Where no record qualifies, `strategy`
+    decides: STRATEGY_ERROR fails the query (Spark's default for the starting side),
+    STRATEGY_LATEST takes the latest offset (the high watermark; always so on the ending side).
+    """
+    single, per_partition = spec
+    if single is None and set(per_partition) != set(partitions):
+        raise MinibrokerError(f"option {option} must name every partition of topic {topic!r}, {partitions}; "
+                              f"it names {sorted(per_partition)}")
+    asked = {p: single for p in partitions} if single is not None else per_partition
+    found = session.offsets_for_times(topic, asked)
+    out: Offsets = {}
+    for p in partitions:
+        if found[p] >= 0:
+            out[p] = found[p]
+        elif strategy == STRATEGY_LATEST:
+            out[p] = latest[p]
+        else:
+            raise MinibrokerError(f"No offset matched from request of topic-partition {topic}-{p} and timestamp "
+                                  f"{asked[p]} (option {option}): no record at or after it; option "
+                                  f"startingOffsetsByTimestampStrategy=latest starts such partitions at the latest offset")
+    return out
+
+
+def _starting(options: ReadOptions, session: BrokerSession, partitions: list[int], earliest: Offsets,
+              latest: Offsets) -> Offsets:
+    """Where a batch or a new stream starts: startingTimestamp, else startingOffsetsByTimestamp,
+    else startingOffsets, as in Spark."""
+    topic = options.topic
+    if options.starting_by_timestamp is not None:
+        option = "startingTimestamp" if options.starting_by_timestamp[0] is not None else "startingOffsetsByTimestamp"
+        return _by_timestamp(session, options.starting_by_timestamp, option, topic, partitions, latest,
+                             options.starting_timestamp_strategy)
+    return _resolve(options.starting, "startingOffsets", topic, partitions, earliest, latest)
+
+
 class MinibrokerBatchReader(DataSourceReader):
     """Plans one OffsetRange per topic partition between startingOffsets and endingOffsets."""
 
@@ -132,8 +170,13 @@ class MinibrokerBatchReader(DataSourceReader):
             partitions = session.partitions(topic)
             earliest = session.list_offsets(topic, partitions, EARLIEST)
             latest = session.list_offsets(topic, partitions, LATEST)
-        start = _resolve(self.options.starting, "startingOffsets", topic, partitions, earliest, latest)
-        end = _resolve(self.options.ending, "endingOffsets", topic, partitions, earliest, latest)
+            start = _starting(self.options, session, partitions, earliest, latest)
+            ending_ts = self.options.ending_by_timestamp
+            if ending_ts is not None:
+                option = "endingTimestamp" if ending_ts[0] is not None else "endingOffsetsByTimestamp"
+                end = _by_timestamp(session, ending_ts, option, topic, partitions, latest, STRATEGY_LATEST)
+            else:
+                end = _resolve(self.options.ending, "endingOffsets", topic, partitions, earliest, latest)
         for p in partitions:
             if start[p] > end[p]:
                 raise MinibrokerError(f"startingOffsets {start[p]} of {topic}-{p} is after its endingOffsets {end[p]}")
@@ -190,7 +233,7 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             partitions = session.partitions(topic)
             earliest = session.list_offsets(topic, partitions, EARLIEST)
             latest = session.list_offsets(topic, partitions, LATEST)
-        return _as_doc(topic, _resolve(self.options.starting, "startingOffsets", topic, partitions, earliest, latest))
+            return _as_doc(topic, _starting(self.options, session, partitions, earliest, latest))
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         """The high watermark of every partition, capped by maxOffsetsPerTrigger if set.

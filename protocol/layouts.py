@@ -102,6 +102,12 @@ RecordBatchHeader = c.Struct(
 )
 
 
+# ---- a segment's time index ----------------------------------------------------------------------
+
+# One `.timeindex` entry: the largest timestamp so far and the (relative) offset that carries it.
+# Kafka: kafka.log.TimeIndex (entrySize = 12: timestamp long, relative offset int).
+TimeIndexEntry = c.Struct("timestamp" / c.Int64sb, "relative_offset" / c.Int32sb)
+
 # ---- derivation ----------------------------------------------------------------------------------
 
 def _format_field(sub: Any) -> Any:

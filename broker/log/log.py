@@ -11,8 +11,11 @@ and nothing more is written to a log whose state on disk is uncertain; the repli
 takes the whole log directory offline. An append that fails leaves no trace (segment.py cuts
 both files back): after a restart recovery finds every entry written before it.
 
-Departures from Kafka 0.10.1: no time index, retention or compaction; a segment rolls on size
-only; the index key of an entry is the offset before it rather than its first offset (see
+Each segment has a time index (broker.log.time_index) and `offset_for_timestamp` answers
+ListOffsets by timestamp as Kafka's Log.fetchOffsetByTimestamp does; a time index that is missing
+or corrupt has its segment recovered (rebuilt from the log) at open.
+
+Departures from Kafka 0.10.1: no retention or compaction; a segment rolls on size only; the index key of an entry is the offset before it rather than its first offset (see
 segment.py), which gives the same lookups without parsing compressed wrappers.
 """
 
@@ -27,9 +30,10 @@ from pathlib import Path
 
 from broker.log.errors import InvalidAppend, KafkaStorageError, OffsetOutOfRange
 from broker.log.segment import HEADER, U32_MAX, Segment
+from broker.log.time_index import legacy_offsets
 
 CLEAN_SHUTDOWN = ".clean_shutdown"
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 # Relative offsets are stored as u32 in the index; Kafka rolls at Int.MaxValue as well.
 _MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
@@ -102,7 +106,7 @@ class Log:
         marker = self.directory / CLEAN_SHUTDOWN
         clean = marker.exists()
         logs: set[int] = set()
-        indexes: dict[int, Path] = {}
+        indexes: list[tuple[int, Path]] = []
         for path in self.directory.iterdir():
             m = _SEGMENT_FILE.match(path.name)
             if m is None:
@@ -110,8 +114,8 @@ class Log:
             if m.group(2) == "log":
                 logs.add(int(m.group(1)))
             else:
-                indexes[int(m.group(1))] = path
-        for base, path in indexes.items():
+                indexes.append((int(m.group(1)), path))
+        for base, path in indexes:
             if base not in logs:  # left behind by a crash during delete or truncation
                 path.unlink(missing_ok=True)
         bases = sorted(logs)
@@ -127,7 +131,7 @@ class Log:
             self._segments.append(seg)
             self._bases.append(base)
             last = i == len(bases) - 1
-            trusted = (clean or not last) and seg.load_index()
+            trusted = (clean or not last) and seg.load_index() and seg.load_time_index()
             if trusted:
                 if last:
                     next_offset = seg.next_offset_from_index()
@@ -197,6 +201,8 @@ class Log:
         return pos
 
     def _roll(self) -> Segment:
+        # Kafka's onBecomeInactiveSegment: the old segment's time index ends with its maximum.
+        self._segments[-1].append_final_time_entry()
         # The new base is the log end offset: every offset in what comes next is >= it, and it
         # lets an empty last segment tell the log end offset after a restart.
         seg = Segment(self.directory, self._log_end_offset, self.index_interval_bytes, create=True)
@@ -262,6 +268,36 @@ class Log:
                 end = min(end, bound)
         return FileSlice(seg.fd, start, end - start)
 
+    # ---- lookup by timestamp ---------------------------------------------------------
+
+    def offset_for_timestamp(self, target: int) -> tuple[int, int, int] | None:
+        """(timestamp, offset, leader epoch) of the first record whose timestamp is >= target, or
+        None (Kafka's Log.fetchOffsetByTimestamp for a timestamp >= 0).
+
+        As Kafka: only the first segment whose largest timestamp (else its last-modified time)
+        reaches target is searched; a search there that finds nothing answers None.
+        """
+        self._check_open()
+        try:
+            for seg in self._segments:
+                if seg.largest_timestamp >= target:
+                    return seg.find_offset_by_timestamp(target, self._bases[0])
+            return None
+        except OSError as e:
+            raise self._fail("read", e) from e
+
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+        """ListOffsets v0's answer (Kafka's Log.legacyFetchOffsetsBefore): segment base offsets by
+        last-modified time, newest first; see broker.log.time_index.legacy_offsets."""
+        self._check_open()
+        try:
+            points = [(seg.base_offset, seg.last_modified_ms) for seg in self._segments]
+        except OSError as e:
+            raise self._fail("read", e) from e
+        if self._segments[-1].size > 0:
+            points.append((self._log_end_offset, now_ms))
+        return legacy_offsets(points, timestamp, max_num_offsets)
+
     # ---- truncation ------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
@@ -294,6 +330,7 @@ class Log:
         key, pos = seg.lookup(offset)
         cut, _, next_offset = seg.find(offset, pos, seg.size, key)
         seg.truncate_to_position(cut)
+        seg.truncate_time_index(next_offset)
         self._unflushed.add(seg)
         self._log_end_offset = next_offset
         self._size = sum(s.size for s in self._segments)
@@ -338,6 +375,11 @@ class Log:
             self._close_fds()
             return
         try:
+            try:
+                # Kafka's LogSegment.close: the active segment's time index ends with its maximum.
+                self._segments[-1].append_final_time_entry()
+            except OSError as e:
+                raise self._fail("close", e) from e
             self.flush()
         except KafkaStorageError:
             self._close_fds()

@@ -15,6 +15,10 @@ at `position` is the log end offset just before that entry was written (previous
 a lookup for an offset that falls inside a compressed wrapper lands on that wrapper instead of an
 earlier index point, and truncation at an indexed position knows the new log end offset exactly.
 Every entry before `position` holds only offsets below the key, which is all a lookup needs.
+
+Beside them `<base>.timeindex` (broker.log.time_index: Kafka's format and rules), written at the
+same index points, and the segment's largest timestamp with the offset that carries it. Appends
+read timestamps through protocol.records.records (one head per entry or batch, any magic).
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ import os
 import sys
 from array import array
 from bisect import bisect_right
+from collections.abc import Iterator
 from pathlib import Path
 
 import crc32c
 
+from broker.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from broker.log.time_index import TimeIndex, TimestampTracker
 from protocol.layouts import (
     MAGIC_OFFSET,
     RECORD_BATCH_CRC_FROM,
@@ -38,6 +45,7 @@ from protocol.layouts import (
     size_of,
 )
 from protocol.records.crc import crc32
+from protocol.records.records import TIME_HEAD_SIZE, first_at_or_after, max_timestamp, time_head
 
 # Layouts are declared once, in protocol.layouts; these are the struct forms derived from them.
 HEADER = fixed(LogEntryHead)  # offset i64, size i32
@@ -91,31 +99,39 @@ class Segment:
     """
 
     __slots__ = ("base_offset", "log_path", "index_path", "fd", "index_fd", "size",
-                 "index_interval", "index_existed", "_keys", "_positions", "_bytes_since_index")
+                 "index_interval", "index_existed", "_keys", "_positions", "_bytes_since_index",
+                 "time_index_path", "time_index_fd", "time_index_existed", "time_index", "timestamps")
 
     def __init__(self, directory: Path, base_offset: int, index_interval: int, *, create: bool) -> None:
         self.base_offset = base_offset
         name = segment_name(base_offset)
         self.log_path = directory / f"{name}.log"
         self.index_path = directory / f"{name}.index"
+        self.time_index_path = directory / f"{name}.timeindex"
         self.index_interval = index_interval
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
         if create:
             flags |= os.O_TRUNC
         # O_CREAT would turn a missing index into an empty, valid-looking one: remember it.
         self.index_existed = not create and self.index_path.exists()
+        self.time_index_existed = not create and self.time_index_path.exists()
         self.fd = os.open(self.log_path, flags, 0o644)
+        self.index_fd = self.time_index_fd = -1
         try:
             self.index_fd = os.open(self.index_path, flags, 0o644)
+            self.time_index_fd = os.open(self.time_index_path, flags, 0o644)
         except BaseException:
-            os.close(self.fd)
+            self.close()
             if create:  # a roll that failed halfway leaves no segment behind
                 self.log_path.unlink(missing_ok=True)
+                self.index_path.unlink(missing_ok=True)
             raise
         self.size = os.fstat(self.fd).st_size
         self._keys = _u32_array()
         self._positions = _u32_array()
         self._bytes_since_index = 0
+        self.time_index = TimeIndex(base_offset)
+        self.timestamps = TimestampTracker()
 
     # ---- loading and recovery --------------------------------------------------------
 
@@ -156,6 +172,24 @@ class Segment:
         self._keys, self._positions = keys, positions
         return True
 
+    def load_time_index(self) -> bool:
+        """Read the time index file; False if it is missing or corrupt (the segment must be recovered).
+
+        The largest timestamp is taken from its last entry, as Kafka does: a segment that was
+        rolled or closed cleanly got its final entry then.
+        """
+        if not self.time_index_existed:
+            return False
+        size = os.fstat(self.time_index_fd).st_size
+        raw = _read_all(self.time_index_fd, size)
+        index = None if raw is None else TimeIndex.parse(self.base_offset, raw)
+        if index is None:
+            return False
+        self.time_index = index
+        last = index.last_entry
+        self.timestamps = TimestampTracker(last.timestamp, last.offset if len(index) else -1)
+        return True
+
     def next_offset_from_index(self) -> int:
         """Next offset after this segment's last entry, trusting the index (clean shutdown)."""
         key, pos = self.lookup(self.base_offset + U32_MAX)
@@ -171,6 +205,7 @@ class Segment:
         fd, base, interval = self.fd, self.base_offset, self.index_interval
         file_size = os.fstat(fd).st_size
         keys, positions = _u32_array(), _u32_array()
+        tindex, tracker = TimeIndex(base), TimestampTracker()
         pos = 0
         next_offset = base
         since = 0
@@ -205,9 +240,12 @@ class Segment:
                 if buf[start] > 1 or crc32(memoryview(buf)[start:rel + entry_size]) != crc:
                     break
                 last = offset
+            _, ts, ts_offset, _ = time_head(buf, rel)
+            tracker.observe(ts, ts_offset)
             if since > interval:
                 keys.append(next_offset - base)
                 positions.append(pos)
+                tindex.maybe_append(tracker.max_timestamp, tracker.offset_of_max)
                 since = 0
             since += entry_size
             next_offset = last + 1
@@ -219,6 +257,12 @@ class Segment:
         self._keys, self._positions = keys, positions
         self._bytes_since_index = since
         self._rewrite_index()
+        # As Kafka's recover: the largest timestamp goes in as a final entry.
+        tindex.maybe_append(tracker.max_timestamp, tracker.offset_of_max)
+        self.time_index, self.timestamps = tindex, tracker
+        os.ftruncate(self.time_index_fd, 0)
+        if len(tindex):
+            _write_all(self.time_index_fd, tindex.to_bytes())
         return truncated, next_offset
 
     def _rewrite_index(self) -> None:
@@ -250,6 +294,19 @@ class Segment:
         index_point = self._bytes_since_index > self.index_interval
         key = first_key - self.base_offset
         target = self.log_path
+        # The time index's one hook: the largest timestamp of what is appended, from the heads.
+        # Its entry is made before anything is written, so a broken invariant (ValueError) cannot
+        # leave log bytes behind that the in-memory size does not know of.
+        ts, ts_offset = max_timestamp(data)
+        tracker = self.timestamps
+        before = tracker.max_timestamp, tracker.offset_of_max
+        tracker.observe(ts, ts_offset)
+        try:
+            time_entry = (self.time_index.maybe_append(tracker.max_timestamp, tracker.offset_of_max)
+                          if index_point else None)
+        except ValueError:
+            tracker.max_timestamp, tracker.offset_of_max = before
+            raise
         try:
             _write_all(self.fd, data)
             if index_point:
@@ -264,12 +321,19 @@ class Segment:
                 if _LITTLE:
                     point.byteswap()
                 _write_all(self.index_fd, point.tobytes())
+                if time_entry is not None:
+                    target = self.time_index_path
+                    _write_all(self.time_index_fd, time_entry)
         except OSError as e:
             # Named after the file whose write failed, for the operator's log line.
             named = OSError(e.errno, e.strerror, str(target))
+            tracker.max_timestamp, tracker.offset_of_max = before
+            if time_entry is not None:
+                self.time_index.drop_last()
             try:
                 os.ftruncate(self.fd, pos)
                 os.ftruncate(self.index_fd, len(self._keys) * 8)
+                os.ftruncate(self.time_index_fd, len(self.time_index) * TIME_ENTRY_SIZE)
             except OSError as cut:
                 raise RollbackFailed(named, cut) from e
             raise named from e
@@ -318,6 +382,76 @@ class Segment:
             pos += HEADER_SIZE + size
         return limit, 0, key
 
+    # ---- timestamps ------------------------------------------------------------------
+
+    @property
+    def last_modified_ms(self) -> int:
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Kafka's LogSegment.largestTimestamp: the largest record timestamp, else the log file's
+        last-modified time (ms) when no record carries one."""
+        if self.timestamps.max_timestamp >= 0:
+            return self.timestamps.max_timestamp
+        return self.last_modified_ms
+
+    def append_final_time_entry(self) -> None:
+        """Offer the largest timestamp to the time index once more (Kafka does it when the segment
+        stops being the active one and on close), so its last entry holds the segment's maximum."""
+        entry = self.time_index.maybe_append(self.timestamps.max_timestamp, self.timestamps.offset_of_max)
+        if entry is not None:
+            try:
+                _write_all(self.time_index_fd, entry)
+            except OSError:
+                self.time_index.drop_last()
+                raise
+
+    def find_offset_by_timestamp(self, target: int, starting_offset: int) -> tuple[int, int, int] | None:
+        """(timestamp, offset, leader epoch) of the first record at or after `starting_offset` whose
+        timestamp is >= target (Kafka's LogSegment.findOffsetByTimestamp); None if none is here.
+
+        The time index gives the last point whose timestamp is <= target; every record before its
+        offset is older than target, so the scan starts at the offset-index point below it and
+        opens only entries whose largest timestamp reaches target.
+        """
+        point = self.time_index.lookup(target)
+        _, pos = self.lookup(max(point.offset, starting_offset))
+        for at, size, ts, _, _ in self._heads(pos, self.size):
+            if ts >= target:
+                found = first_at_or_after(os.pread(self.fd, size, at), target, starting_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def _heads(self, pos: int, limit: int) -> Iterator[tuple[int, int, int, int, int]]:
+        """(position, size, largest timestamp, last offset, leader epoch) of each whole entry from pos."""
+        buf = b""
+        buf_start = pos
+        while pos + HEADER_SIZE <= limit:
+            rel = pos - buf_start
+            if rel + TIME_HEAD_SIZE > len(buf) and buf_start + len(buf) < limit:
+                buf = os.pread(self.fd, min(READ_CHUNK, limit - pos), pos)
+                buf_start, rel = pos, 0
+            if rel + HEADER_SIZE > len(buf):
+                return
+            size, ts, last, epoch = time_head(buf, rel) if rel + TIME_HEAD_SIZE <= len(buf) \
+                else time_head(buf[rel:] + bytes(TIME_HEAD_SIZE), 0)
+            if size < HEADER_SIZE + MIN_MESSAGE_SIZE or pos + size > limit:
+                return  # a torn or corrupt tail: recovery's business
+            yield pos, size, ts, last, epoch
+            pos += size
+
+    def _reload_largest_timestamp(self) -> None:
+        """After truncation: the last time index entry, then any larger timestamp after it
+        (Kafka's LogSegment.loadLargestTimestamp)."""
+        last = self.time_index.last_entry
+        tracker = TimestampTracker(last.timestamp, last.offset if len(self.time_index) else -1)
+        _, pos = self.lookup(last.offset)
+        for _, _, ts, offset, _ in self._heads(pos, self.size):
+            tracker.observe(ts, offset)
+        self.timestamps = tracker
+
     # ---- truncation and lifetime -----------------------------------------------------
 
     def truncate_to_position(self, pos: int) -> None:
@@ -332,19 +466,27 @@ class Segment:
             os.ftruncate(self.index_fd, keep * 8)
         self._bytes_since_index = pos - (self._positions[-1] if self._positions else 0)
 
+    def truncate_time_index(self, next_offset: int) -> None:
+        """Drop time index entries at or above `next_offset` (the log end after a truncation)."""
+        kept = self.time_index.truncate_to(next_offset)
+        os.ftruncate(self.time_index_fd, kept * TIME_ENTRY_SIZE)
+        if self.timestamps.max_timestamp >= 0:
+            self._reload_largest_timestamp()
+
     def flush(self) -> None:
         os.fsync(self.fd)
         os.fsync(self.index_fd)
+        os.fsync(self.time_index_fd)
 
     def close(self) -> None:
-        for fd in (self.fd, self.index_fd):
+        for fd in (self.fd, self.index_fd, self.time_index_fd):
             if fd >= 0:
                 os.close(fd)
-        self.fd = self.index_fd = -1
+        self.fd = self.index_fd = self.time_index_fd = -1
 
     def delete(self) -> None:
         self.close()
-        for path in (self.log_path, self.index_path):
+        for path in (self.log_path, self.index_path, self.time_index_path):
             path.unlink(missing_ok=True)
 
     @property
@@ -354,6 +496,17 @@ class Segment:
 
     def __repr__(self) -> str:
         return f"Segment(base={self.base_offset}, size={self.size}, index={len(self._keys)})"
+
+
+def _read_all(fd: int, size: int) -> bytes | None:
+    """The first `size` bytes of a file; None if it ends before."""
+    raw = b""
+    while len(raw) < size:
+        chunk = os.pread(fd, size - len(raw), len(raw))
+        if not chunk:
+            return None
+        raw += chunk
+    return raw
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:

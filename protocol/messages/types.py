@@ -192,13 +192,14 @@ class FetchResponse(TypedDict):
     responses: list[FetchResponseResponse]
 
 
-# ---- ListOffsets (key 2), versions 0-1 -----------------------------------------------------------
+# ---- ListOffsets (key 2), versions 0-6 -----------------------------------------------------------
 
 
 class ListOffsetsRequestTopicPartition(TypedDict):
     """An element of ListOffsetsRequest.topics[].partitions[]."""
 
     partition_index: int
+    current_leader_epoch: NotRequired[int]
     timestamp: int
     max_num_offsets: NotRequired[int]
 
@@ -211,9 +212,10 @@ class ListOffsetsRequestTopic(TypedDict):
 
 
 class ListOffsetsRequest(TypedDict):
-    """ListOffsets request, versions 0-1."""
+    """ListOffsets request, versions 0-6."""
 
     replica_id: int
+    isolation_level: NotRequired[int]
     topics: list[ListOffsetsRequestTopic]
 
 
@@ -225,6 +227,7 @@ class ListOffsetsResponseTopicPartition(TypedDict):
     old_style_offsets: NotRequired[list[int]]
     timestamp: NotRequired[int]
     offset: NotRequired[int]
+    leader_epoch: NotRequired[int]
 
 
 class ListOffsetsResponseTopic(TypedDict):
@@ -235,8 +238,9 @@ class ListOffsetsResponseTopic(TypedDict):
 
 
 class ListOffsetsResponse(TypedDict):
-    """ListOffsets response, versions 0-1."""
+    """ListOffsets response, versions 0-6."""
 
+    throttle_time_ms: NotRequired[int]
     topics: list[ListOffsetsResponseTopic]
 
 

@@ -16,13 +16,26 @@ import struct
 
 import crc32c
 
-from protocol.layouts import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_CRC_FROM, MessageV0Head, fixed
+from protocol.layouts import (
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_CRC_FROM,
+    RECORD_BATCH_HEADER,
+    RECORD_BATCH_HEADER_SIZE,
+    LogEntryHead,
+    MessageV0Head,
+    MessageV1Head,
+    fixed,
+    offset_of,
+    size_of,
+)
 from protocol.records import message_set, record_batch
 from protocol.records.crc import crc32
 from protocol.records.errors import RecordsError
 from protocol.records.message_set import AppendInfo, Record, encode_entry
 
-__all__ = ["AppendInfo", "Record", "batches_to_message_set", "decode_records", "magic_at", "shallow_validate"]
+__all__ = ["AppendInfo", "Record", "batches_to_message_set", "decode_records", "first_at_or_after", "magic_at",
+           "max_timestamp", "shallow_validate", "time_head"]
 
 RECORD_BATCH_MAGIC = 2
 _ENTRY_HEAD = fixed(MessageV0Head, last="magic")  # offset, size, crc (v0/v1) or leader epoch (v2), magic
@@ -31,6 +44,16 @@ _V2_CRC = struct.Struct(">I")
 _V2_LAST_DELTA = struct.Struct(">i")
 _MIN_V1 = message_set.MIN_MESSAGE[0]
 _MIN_V2 = record_batch.MIN_BATCH_LENGTH
+NO_TIMESTAMP = -1  # Kafka's RecordBatch.NO_TIMESTAMP (magic 0 messages have none)
+NO_LEADER_EPOCH = -1  # Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH (magic 0/1 carry none)
+# What time_head needs of an entry or batch: the whole batch header (it covers a message's head).
+TIME_HEAD_SIZE = RECORD_BATCH_HEADER_SIZE
+_LOG_ENTRY_HEAD = fixed(LogEntryHead)
+_V1_ATTRIBUTES_TIMESTAMP = fixed(MessageV1Head, "attributes", "timestamp")
+_V1_ATTRIBUTES_AT = offset_of(MessageV1Head, "attributes")
+_V1_HEAD_SIZE = size_of(MessageV1Head)
+_LOG_APPEND_TIME_V1 = 0x08  # message attributes bit 3 (magic 1)
+_LOG_APPEND_TIME_V2 = 0x08  # batch attributes bit 3 (magic 2)
 
 
 def magic_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
@@ -122,3 +145,72 @@ def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
         more, pos = entry
         out.extend(more)
     return out
+
+
+# ---- timestamps (the time index and ListOffsets by timestamp) ---------------------------------------
+
+def time_head(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int, int, int]:
+    """(size with log overhead, largest timestamp, last offset, partition leader epoch) of the
+    entry or batch at pos, from its head alone (buf holds at least min(TIME_HEAD_SIZE, its size)).
+
+    Kafka's shallow view: a batch's maxTimestamp and lastOffset; a magic-1 message's own
+    timestamp (a compressed wrapper's, which Kafka's validator sets to the largest inner one);
+    no timestamp in magic 0.
+    """
+    magic = magic_at(buf, pos)
+    if magic == RECORD_BATCH_MAGIC:
+        (base, length, epoch, _, _, _, last_delta, _, max_ts, _, _, _, _) = RECORD_BATCH_HEADER.unpack_from(buf, pos)
+        return LOG_OVERHEAD + length, max_ts, base + last_delta, epoch
+    offset, size = _LOG_ENTRY_HEAD.unpack_from(buf, pos)
+    if magic == 1 and size + LOG_OVERHEAD >= _V1_HEAD_SIZE:
+        _, ts = _V1_ATTRIBUTES_TIMESTAMP.unpack_from(buf, pos + _V1_ATTRIBUTES_AT)
+        return LOG_OVERHEAD + size, ts, offset, NO_LEADER_EPOCH
+    return LOG_OVERHEAD + size, NO_TIMESTAMP, offset, NO_LEADER_EPOCH
+
+
+def max_timestamp(data: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """(largest timestamp, shallow offset of the entry or batch that carries it) over the whole
+    entries of data, the first one on a tie (Kafka's LogAppendInfo maxTimestamp and
+    shallowOffsetOfMaxTimestamp); (NO_TIMESTAMP, -1) when none carries a timestamp.
+
+    One head unpack per entry (per batch in magic 2), no per-record objects: this runs on every
+    append.
+    """
+    best, best_offset = NO_TIMESTAMP, -1
+    end = len(data)
+    pos = 0
+    while pos + LOG_OVERHEAD <= end:
+        size, ts, last, _ = time_head(data, pos)
+        if ts > best:
+            best, best_offset = ts, last
+        pos += size
+    return best, best_offset
+
+
+def first_at_or_after(entry: bytes | bytearray | memoryview, target: int,
+                      starting_offset: int) -> tuple[int, int, int] | None:
+    """(timestamp, offset, leader epoch) of the first record of this one entry or batch whose
+    timestamp is >= target and offset >= starting_offset (Kafka's FileRecords.searchForTimestamp
+    inside one batch); None when no record qualifies or the entry cannot be read.
+
+    Records of a LogAppendTime batch or wrapper carry the batch's time, as Kafka reads them.
+    """
+    buf = memoryview(entry)
+    if len(buf) < LOG_OVERHEAD:
+        return None
+    _, max_ts, _, epoch = time_head(buf, 0)
+    magic = magic_at(buf, 0)
+    log_append = False
+    if magic == RECORD_BATCH_MAGIC:
+        log_append = bool(RECORD_BATCH_HEADER.unpack_from(buf, 0)[5] & _LOG_APPEND_TIME_V2)
+    elif magic == 1:
+        log_append = bool(buf[_V1_ATTRIBUTES_AT] & _LOG_APPEND_TIME_V1)
+    try:
+        records = decode_records(buf)
+    except RecordsError:
+        return None
+    for r in records:
+        ts = max_ts if log_append else r.timestamp
+        if ts >= target and r.offset >= starting_offset:
+            return ts, r.offset, epoch
+    return None

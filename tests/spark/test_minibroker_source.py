@@ -239,6 +239,68 @@ def test_offsets_beyond_the_log_fail_clearly(spark, spark_broker) -> None:  # no
                  "partition(s) [7]")
 
 
+BASE_TS = 1_700_000_000_000
+
+
+def produce_with_timestamps(broker, topic: str, counts: dict[int, int]) -> None:  # noqa: ANN001
+    """counts[p] messages on partition p, message i carrying timestamp BASE_TS + 10 * i (kafka-python:
+    its RecordBatch v2 carries the timestamps as given)."""
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5, enable_idempotence=False)
+    try:
+        futures = [p.send(topic, value=b"v%d" % i, partition=partition, timestamp_ms=BASE_TS + 10 * i)
+                   for partition, n in counts.items() for i in range(n)]
+        p.flush(60)
+        assert all(f.get(timeout=30).offset >= 0 for f in futures)
+    finally:
+        p.close(10)
+
+
+def offsets_read(df) -> dict[int, list[int]]:  # noqa: ANN001
+    out: dict[int, list[int]] = defaultdict(list)
+    for r in df.select("partition", "offset").collect():
+        out[r["partition"]].append(r["offset"])
+    return {p: sorted(o) for p, o in out.items()}
+
+
+def test_offsets_by_timestamp_follow_sparks_kafka_source(spark, spark_broker, tmp_path: Path) -> None:  # noqa: ANN001
+    topic = "bytime"
+    asyncio.run(create_topic(spark_broker, topic, 2))
+    produce_with_timestamps(spark_broker, topic, {0: 100, 1: 50})  # partition 0 ends at +990, 1 at +490
+
+    # The first offset whose timestamp is >= the one given, per partition.
+    by_partition = json.dumps({topic: {"0": BASE_TS + 255, "1": BASE_TS + 100}})
+    assert offsets_read(reader(spark, spark_broker, topic, startingOffsetsByTimestamp=by_partition)) == {
+        0: list(range(26, 100)), 1: list(range(10, 50))}
+    # startingTimestamp applies to every partition and wins over startingOffsetsByTimestamp and
+    # startingOffsets; endingTimestamp bounds a batch the same way (exclusive).
+    window = reader(spark, spark_broker, topic, startingTimestamp=str(BASE_TS + 300), startingOffsets="latest",
+                    startingOffsetsByTimestamp=by_partition, endingTimestamp=str(BASE_TS + 400))
+    assert offsets_read(window) == {0: list(range(30, 40)), 1: list(range(30, 40))}
+    # No record at or after the timestamp: ending offsets fall back to latest...
+    assert offsets_read(reader(spark, spark_broker, topic, startingTimestamp=str(BASE_TS + 450),
+                               endingTimestamp=str(BASE_TS + 700))) == {0: list(range(45, 70)), 1: [45, 46, 47, 48, 49]}
+    # ...starting ones fail the query (Spark's default strategy) or, with "latest", start at the end.
+    assert_fails(lambda: reader(spark, spark_broker, topic, startingTimestamp=str(BASE_TS + 700)).collect(),
+                 f"No offset matched from request of topic-partition {topic}-1 and timestamp {BASE_TS + 700}")
+    late = reader(spark, spark_broker, topic, startingTimestamp=str(BASE_TS + 700),
+                  startingOffsetsByTimestampStrategy="latest")
+    assert offsets_read(late) == {0: list(range(70, 100))}
+    assert_fails(lambda: reader(spark, spark_broker, topic,
+                                startingOffsetsByTimestamp=json.dumps({topic: {"0": BASE_TS}})).collect(),
+                 "must name every partition")
+
+    # A new stream starts at the timestamp too.
+    sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "checkpoint")
+    query = (spark.readStream.format("minibroker").option("bootstrap.servers", spark_broker.bootstrap)
+             .option("topic", topic).option("startingTimestamp", str(BASE_TS + 480)).load()
+             .selectExpr("partition", "offset").writeStream.format("parquet").option("path", sink)
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    assert query.awaitTermination(180) and query.exception() is None
+    assert offsets_read(spark.read.parquet(sink)) == {0: list(range(48, 100)), 1: [48, 49]}
+
+
 def _example_block(text: str) -> str:
     start = text.index("# --- README example start\n") + len("# --- README example start\n")
     end = text.index("# --- README example end")

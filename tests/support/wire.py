@@ -29,9 +29,10 @@ async def connect(target: HasBootstrap | str, client_id: str = "minibroker-tool"
 
 
 async def produce(conn: KafkaConnection, topic: str, partition: int, records: list[tuple[bytes | None, bytes | None]],
-                  acks: int = 1, version: int = 2, codec: int = 0) -> dict:
-    """One Produce request of `records` (key, value); the partition's response (nothing for acks=0)."""
-    data = build_message_set([(k, v, 1_700_000_000_000 + i) for i, (k, v) in enumerate(records)], magic=1, codec=codec)
+                  acks: int = 1, version: int = 2, codec: int = 0, first_timestamp: int = 1_700_000_000_000) -> dict:
+    """One Produce request of `records` (key, value), timestamped first_timestamp + i; the
+    partition's response (nothing for acks=0)."""
+    data = build_message_set([(k, v, first_timestamp + i) for i, (k, v) in enumerate(records)], magic=1, codec=codec)
     body = {"acks": acks, "timeout_ms": 5000,
             "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": data}]}]}
     if acks == 0:

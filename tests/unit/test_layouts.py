@@ -32,7 +32,7 @@ INT = {"b": (-(1 << 7), (1 << 7) - 1), "h": (-(1 << 15), (1 << 15) - 1), "l": (-
 FIXED_LAYOUTS = {
     "FrameHead": L.FrameHead, "RequestHeaderV0": L.RequestHeaderV0, "ResponseHeaderV0": L.ResponseHeaderV0,
     "LogEntryHead": L.LogEntryHead, "MessageV0Head": L.MessageV0Head, "MessageV1Head": L.MessageV1Head,
-    "RecordBatchHeader": L.RecordBatchHeader,
+    "RecordBatchHeader": L.RecordBatchHeader, "TimeIndexEntry": L.TimeIndexEntry,
 }
 DECLARED = declared_versions()
 FLEXIBLE_REQUESTS = sorted((k, v) for k, (lo, hi) in DECLARED.items() for v in range(lo, hi + 1)
@@ -88,6 +88,7 @@ def test_layouts_match_kafkas_constants() -> None:
     assert {n: L.offset_of(L.RecordBatchHeader, n) for n in batch} == batch
     assert L.RECORD_BATCH_HEADER_SIZE == 61 and L.RECORD_BATCH_CRC_FROM == 21
     assert message_set.MIN_MESSAGE == {0: 14, 1: 22}
+    assert L.size_of(L.TimeIndexEntry) == 12 and L.offset_of(L.TimeIndexEntry, "relative_offset") == 8  # TimeIndex
     # The same bytes as the hand-written formats the hot paths used before the derivation.
     for derived, literal in [(L.RECORD_BATCH_HEADER, ">qiibIhiqqqhii"), (L.fixed(L.LogEntryHead), ">qi"),
                              (L.REQUEST_HEADER_FIXED, ">hhih"), (L.RESPONSE_HEADER, ">i"), (L.FRAME_SIZE, ">i"),

@@ -43,6 +43,33 @@ def test_read_and_write_options() -> None:
         WriteOptions.parse({"bootstrap.servers": "h:1", "acks": "0"})
 
 
+def test_timestamp_options_follow_spark() -> None:
+    base = {"bootstrap.servers": "h:1", "topic": "t"}
+    r = ReadOptions.parse(base | {"startingOffsetsByTimestamp": '{"t": {"0": 1700000000000, "1": 5}}'},
+                          streaming=False)
+    assert r.starting_by_timestamp == (None, {0: 1700000000000, 1: 5})
+    assert r.starting_timestamp_strategy == "error" and r.ending_by_timestamp is None
+    # startingTimestamp wins over startingOffsetsByTimestamp, as in Spark; the strategy is case-blind.
+    r = ReadOptions.parse(base | {"startingTimestamp": "42", "startingOffsetsByTimestamp": '{"t": {"0": 1}}',
+                                  "startingOffsetsByTimestampStrategy": "LATEST", "endingTimestamp": "99"},
+                          streaming=False)
+    assert r.starting_by_timestamp == (42, {}) and r.starting_timestamp_strategy == "latest"
+    assert r.ending_by_timestamp == (99, {})
+    assert ReadOptions.parse(base | {"startingTimestamp": "7"}, streaming=True).starting_by_timestamp == (7, {})
+    bad = [({"startingTimestamp": "soon"}, "milliseconds"),
+           ({"startingTimestamp": "-5"}, ">= 0"),
+           ({"startingOffsetsByTimestamp": '{"other": {"0": 1}}'}, "names topic"),
+           ({"startingOffsetsByTimestamp": '{"t": {"x": 1}}'}, "not a number"),
+           ({"startingOffsetsByTimestamp": '{"t": {"0": "1"}}'}, "not a number"),
+           ({"startingOffsetsByTimestamp": "{nope"}, "JSON"),
+           ({"startingOffsetsByTimestampStrategy": "earliest"}, "'error' or 'latest'")]
+    for extra, needle in bad:
+        with pytest.raises(MinibrokerError, match=needle):
+            ReadOptions.parse(base | extra, streaming=False)
+    with pytest.raises(MinibrokerError, match="batch queries only"):
+        ReadOptions.parse(base | {"endingOffsetsByTimestamp": '{"t": {"0": 1}}'}, streaming=True)
+
+
 def test_murmur2_matches_kafka_vectors() -> None:
     # Kafka's UtilsTest.testMurmur2 vectors (signed int32 there).
     vectors = {b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536,
