@@ -3,7 +3,7 @@ handler's rules (epoch checks, the high-watermark bound, v0's offsets) on a real
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsRespo
 
 from broker.apis import list_offsets as handler
 from broker.log import Log
+from broker.log.leader_epoch_cache import LeaderEpochCache
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records.message_set import build_message_set
@@ -56,6 +57,7 @@ class FakePartition:
     log: Log
     leader_epoch: int = 5
     high_watermark: int = 0
+    epochs: LeaderEpochCache = field(default_factory=LeaderEpochCache)
 
     @property
     def log_end_offset(self) -> int:
@@ -81,7 +83,9 @@ def test_offsets_by_timestamp_stop_at_what_the_requester_may_read(tmp_path: Path
     assert find(part, 401, client=False) == (-1, -1, -1)  # past the end
     assert find(part, handler.LATEST, client=True) == (-1, 2, 5)
     assert find(part, handler.LATEST, client=False) == (-1, 4, 5)
-    assert find(part, handler.EARLIEST, client=True) == (-1, 0, -1)
+    assert find(part, handler.EARLIEST, client=True) == (-1, 0, -1)  # magic 1: no epochs known
+    part.epochs = LeaderEpochCache([(3, 0), (5, 2)])
+    assert find(part, handler.EARLIEST, client=True) == (-1, 0, 3)  # the epoch that wrote the log start
     # v0: the log end (4) is above the high watermark, so a consumer gets the high watermark instead.
     assert handler._legacy_offsets(part, handler.LATEST, 5, client=True) == [2, 0]
     assert handler._legacy_offsets(part, handler.LATEST, 5, client=False) == [4, 0]
