@@ -6,7 +6,7 @@ time. `read_replica` reads one partition from one broker with Kafka's debugging 
 which a follower serves too) up to its high watermark. `verdict` compares: an acknowledged
 value missing from its acknowledged offset on any replica is lost; a value found at more than
 one offset is duplicated (retries without idempotence may write a batch twice: counted, not a
-failure). The longest unavailability is the longest gap between acknowledgements.
+failure). The longest unavailability is the longest gap between acknowledgements on one partition.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class AckRecorder:
     partitions: int
     rate: float = 200.0  # messages per second
     acked: list[tuple[int, int, bytes]] = field(default_factory=list)
-    ack_times: list[float] = field(default_factory=list)
+    ack_times: list[tuple[int, float]] = field(default_factory=list)  # (partition, when)
     failed: list[str] = field(default_factory=list)
     sent: int = 0
     unflushed: int = 0
@@ -69,7 +69,7 @@ class AckRecorder:
             if err is None:
                 with self._lock:
                     self.acked.append((msg.partition(), msg.offset(), msg.value()))
-                    self.ack_times.append(time.monotonic())
+                    self.ack_times.append((msg.partition(), time.monotonic()))
             else:
                 self.failed.append(str(err))
 
@@ -85,8 +85,13 @@ class AckRecorder:
         self.unflushed = p.flush(180)
 
     def longest_gap(self) -> float:
-        times = sorted(self.ack_times)
-        return max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
+        """The longest time any one partition went without an acknowledgement: its unavailability
+        (the others, led elsewhere, keep acknowledging meanwhile)."""
+        longest = 0.0
+        for partition in range(self.partitions):
+            times = sorted(t for p, t in self.ack_times if p == partition)
+            longest = max([longest, *(b - a for a, b in zip(times, times[1:], strict=False))])
+        return longest
 
 
 async def read_replica(host: str, port: int, topic: str, partition: int, timeout: float = 30) -> dict[int, bytes]:
