@@ -41,4 +41,8 @@ fi
 echo "build-images: building $tag on $BASE" >&2
 docker build -q -f docker/Dockerfile --build-arg BASE="$BASE" --build-arg PIP_ARGS="$pip_args" \
   --label minibroker.tree="$hash" -t "$tag" -t minibroker:latest . >&2
+# Earlier trees' images are not needed again (each is a few hundred MB): keep this one only.
+docker images --format '{{.Repository}}:{{.Tag}}' minibroker | grep -v -x -e "$tag" -e minibroker:latest \
+  | xargs -r docker rmi >/dev/null 2>&1 || true
+docker image prune -f --filter label=minibroker.tree >/dev/null 2>&1 || true
 echo "$tag"
