@@ -18,12 +18,6 @@ from tests.support.fault_checker import TABLE_HEAD, Verdict
 VERDICTS: list[Verdict] = []
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/docker/" in str(item.fspath):
-            item.add_marker(pytest.mark.docker)
-
-
 @pytest.fixture(scope="session")
 def compose_image() -> str:
     why = docker_available()
