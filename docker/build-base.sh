@@ -21,7 +21,7 @@ echo "build-base: debootstrap bookworm from $mirror into $rootfs"
 # managed"); the JRE and zookeeper are installed again by the Dockerfile, a no-op here, so the
 # same Dockerfile works on python:3.x-slim.
 debootstrap --variant=minbase \
-  --include=python3,python3-venv,ca-certificates,default-jre-headless,zookeeper,netcat-openbsd \
+  --include=python3,python3-venv,ca-certificates,default-jre-headless,zookeeper,iproute2 \
   bookworm "$rootfs" "$mirror" >/tmp/minibroker-debootstrap.log 2>&1 \
   || { tail -20 /tmp/minibroker-debootstrap.log >&2; exit 1; }
 cat > "$rootfs/etc/apt/sources.list" <<SOURCES

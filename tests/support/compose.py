@@ -78,7 +78,7 @@ def sweep_leftovers() -> list[str]:
 
 
 class ComposeCluster:
-    def __init__(self, image: str, workdir: Path) -> None:
+    def __init__(self, image: str, workdir: Path, extra_files: tuple[Path, ...] = ()) -> None:
         self.image = image
         self.workdir = workdir
         self.project = f"{PROJECT_PREFIX}{os.getpid()}x{next(_numbers)}"
@@ -86,7 +86,8 @@ class ComposeCluster:
         self.metrics_ports = {b: free_port() for b in BROKERS}
         cmd = compose_command()
         assert cmd is not None
-        self._compose = [*cmd, "-f", str(COMPOSE_FILE), "-p", self.project]
+        files = [a for f in (COMPOSE_FILE, *extra_files) for a in ("-f", str(f))]
+        self._compose = [*cmd, *files, "-p", self.project]
         self.env = {**os.environ, "MINIBROKER_IMAGE": image,
                     **{f"MINIBROKER_PORT_{b}": str(p) for b, p in self.ports.items()},
                     **{f"MINIBROKER_METRICS_PORT_{b}": str(p) for b, p in self.metrics_ports.items()}}
