@@ -6,10 +6,12 @@ names the key (Kafka's KafkaConfig does the same).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from broker.config_env import properties_from_env
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -19,6 +21,7 @@ class ConfigError(ValueError):
     def __init__(self, key: str, value: str, why: str) -> None:
         super().__init__(f"invalid value {value!r} for configuration {key}: {why}")
         self.key = key
+        self.why = why
 
 
 def _int(key: str, raw: str, minimum: int | None = None) -> int:
@@ -69,6 +72,31 @@ def parse_listeners(key: str, raw: str) -> list[Listener]:
     return out
 
 
+# Kafka 2.8's default listener.security.protocol.map: each protocol under its own name.
+DEFAULT_PROTOCOL_MAP = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
+                        "SASL_SSL": "SASL_SSL"}
+SECURITY_PROTOCOLS = frozenset(DEFAULT_PROTOCOL_MAP.values())
+SERVED_PROTOCOLS = frozenset({"PLAINTEXT"})  # TLS and SASL come with the security issue
+
+
+def parse_protocol_map(key: str, raw: str) -> dict[str, str]:
+    """`INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT` (listener name → security protocol)."""
+    out: dict[str, str] = {}
+    for item in (s.strip() for s in raw.split(",")):
+        if not item:
+            continue
+        name, sep, proto = item.partition(":")
+        proto = proto.strip().upper()
+        if not sep or not name.strip():
+            raise ConfigError(key, raw, "expected LISTENER_NAME:SECURITY_PROTOCOL")
+        if proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(key, raw, f"unknown security protocol {proto!r}")
+        out[name.strip().upper()] = proto
+    if not out:
+        raise ConfigError(key, raw, "empty")
+    return out
+
+
 def parse_connection_overrides(key: str, raw: str) -> dict[str, int]:
     """`max.connections.per.ip.overrides`: `hostName:100,127.0.0.1:200` (Kafka's form)."""
     out: dict[str, int] = {}
@@ -103,6 +131,9 @@ class BrokerConfig:
     broker_id: int = -1
     listeners: list[Listener] = field(default_factory=lambda: [Listener("PLAINTEXT", "127.0.0.1", 9092)])
     advertised_listeners: list[Listener] | None = None
+    listener_security_protocol_map: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_PROTOCOL_MAP))
+    # Kafka's default: the listener named after security.inter.broker.protocol (PLAINTEXT).
+    inter_broker_listener_name: str = "PLAINTEXT"
     log_dirs: list[Path] = field(default_factory=lambda: [Path("/tmp/minibroker-logs")])
     log_segment_bytes: int = 1 << 30
     zookeeper_connect: str = "127.0.0.1:2181"
@@ -145,8 +176,17 @@ class BrokerConfig:
     unknown_keys: list[str] = field(default_factory=list)
 
     @property
+    def advertised_endpoints(self) -> list[Listener]:
+        """What is registered: advertised.listeners, or else listeners (Kafka's default)."""
+        return self.advertised_listeners or self.listeners
+
+    @property
     def advertised(self) -> Listener:
-        return (self.advertised_listeners or self.listeners)[0]
+        """The inter-broker endpoint: what other brokers and the controller connect to."""
+        for lst in self.advertised_endpoints:
+            if lst.name == self.inter_broker_listener_name:
+                return lst
+        return self.advertised_endpoints[0]
 
     @property
     def metrics_address(self) -> tuple[str, int] | None:
@@ -168,6 +208,8 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "broker.id": ("broker_id", _non_negative),
     "listeners": ("listeners", parse_listeners),
     "advertised.listeners": ("advertised_listeners", parse_listeners),
+    "listener.security.protocol.map": ("listener_security_protocol_map", parse_protocol_map),
+    "inter.broker.listener.name": ("inter_broker_listener_name", lambda k, v: v.strip().upper()),
     "log.dirs": ("log_dirs", lambda k, v: [Path(p.strip()) for p in v.split(",") if p.strip()]),
     "log.dir": ("log_dirs", lambda k, v: [Path(v.strip())]),
     "log.segment.bytes": ("log_segment_bytes", lambda k, v: _int(k, v, 14)),
@@ -227,13 +269,31 @@ def read_properties(path: Path) -> dict[str, str]:
     return props
 
 
-def build_config(props: dict[str, str], overrides: Iterable[str] = ()) -> BrokerConfig:
+def build_config(props: dict[str, str], overrides: Iterable[str] = (),
+                 environ: Mapping[str, str] | None = None) -> BrokerConfig:
+    """server.properties, then `KAFKA_*` variables from `environ` (config_env.py), then
+    --override items, each layer over the one before. An error names the variable when the
+    value came from one."""
     merged = dict(props)
+    source: dict[str, str] = {}
+    for key, (value, variable) in properties_from_env(environ or {}).items():
+        merged[key] = value
+        source[key] = variable
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(key, item, "an override must be key=value")
         merged[key.strip()] = value.strip()
+        source.pop(key.strip(), None)
+    try:
+        return _build(merged)
+    except ConfigError as e:
+        if e.key in source:
+            raise ConfigError(e.key, merged.get(e.key, ""), f"{e.why} (from {source[e.key]})") from None
+        raise
+
+
+def _build(merged: dict[str, str]) -> BrokerConfig:
     cfg = BrokerConfig()
     names = {f.name for f in fields(cfg)}
     for key, raw in merged.items():
@@ -249,8 +309,43 @@ def build_config(props: dict[str, str], overrides: Iterable[str] = ()) -> Broker
     if cfg.max_connections_per_ip == 0 and not cfg.max_connections_per_ip_overrides:
         # Kafka's KafkaConfig requirement: 0 only makes sense as a default that overrides lift.
         raise ConfigError("max.connections.per.ip", "0", "0 requires max.connections.per.ip.overrides")
+    _check_listeners(cfg, merged)
     return cfg
 
 
-def load_config(path: Path, overrides: Iterable[str] = ()) -> BrokerConfig:
-    return build_config(read_properties(path), overrides)
+def _check_listeners(cfg: BrokerConfig, merged: dict[str, str]) -> None:
+    """KafkaConfig's listener rules, with its messages where it has one."""
+    raw = merged.get("listeners", "")
+    names = [lst.name for lst in cfg.listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError("listeners", raw, "each listener must have a different name")
+    ports = [lst.port for lst in cfg.listeners if lst.port != 0]
+    if len(set(ports)) != len(ports):
+        raise ConfigError("listeners", raw, "each listener must have a different port")
+    protocols = cfg.listener_security_protocol_map
+    for lst in cfg.listeners:
+        proto = protocols.get(lst.name)
+        if proto is None:
+            raise ConfigError("listener.security.protocol.map", merged.get("listener.security.protocol.map", ""),
+                              f"no security protocol defined for listener {lst.name}")
+        if proto not in SERVED_PROTOCOLS:
+            raise ConfigError("listeners", raw, f"listener {lst.name} uses {proto}; only PLAINTEXT is served")
+    if cfg.advertised_listeners is not None:
+        adv_raw = merged.get("advertised.listeners", "")
+        adv_names = [lst.name for lst in cfg.advertised_listeners]
+        if len(set(adv_names)) != len(adv_names):
+            raise ConfigError("advertised.listeners", adv_raw, "each listener must have a different name")
+        for lst in cfg.advertised_listeners:
+            if lst.name not in names:
+                raise ConfigError("advertised.listeners", adv_raw,
+                                  f"{lst.name} is not a listener name defined in listeners")
+            if lst.host in ("0.0.0.0", "::"):
+                raise ConfigError("advertised.listeners", adv_raw,
+                                  "cannot use the nonroutable meta-address 0.0.0.0")
+    if cfg.inter_broker_listener_name not in {lst.name for lst in cfg.advertised_endpoints}:
+        raise ConfigError("inter.broker.listener.name", merged.get("inter.broker.listener.name", "PLAINTEXT"),
+                          "must be a listener name defined in advertised.listeners")
+
+
+def load_config(path: Path, overrides: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> BrokerConfig:
+    return build_config(read_properties(path), overrides, environ)

@@ -35,9 +35,23 @@ class PartitionInfo:
 
 @dataclass
 class MetadataCache:
+    # brokers[id].host/port: the inter-broker listener's endpoint (fetchers, controlled shutdown).
     brokers: dict[int, L.BrokerInfo] = field(default_factory=dict)
     topics: dict[str, dict[int, PartitionInfo]] = field(default_factory=dict)
     controller_id: int = -1
+    inter_broker_listener: str = "PLAINTEXT"
+
+    def endpoints_for(self, listener: str) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of every live broker with an endpoint on `listener`, by id:
+        a client is told the addresses of the listener it connected to, as Kafka does
+        (MetadataCache.getAliveEndpoints); a broker without that listener is left out."""
+        out = []
+        for bid in sorted(self.brokers):
+            info = self.brokers[bid]
+            ep = info.endpoint(listener)
+            if ep is not None:
+                out.append((bid, ep.host, ep.port, info.rack))
+        return out
 
     def partition(self, topic: str, index: int) -> PartitionInfo | None:
         parts = self.topics.get(topic)
@@ -51,7 +65,13 @@ class MetadataCache:
             bid = b["id"]
             eps = b.get("endpoints") or []
             if eps:
-                brokers[bid] = L.BrokerInfo(bid, eps[0]["host"], eps[0]["port"], b.get("rack"))
+                names = {v: k for k, v in L.SECURITY_PROTOCOL_IDS.items()}
+                endpoints = tuple(
+                    L.Endpoint(ep.get("listener") or names.get(ep["security_protocol"], "PLAINTEXT"), ep["host"],
+                               ep["port"], names.get(ep["security_protocol"], "PLAINTEXT"))
+                    for ep in eps)
+                inter = next((ep for ep in endpoints if ep.listener == self.inter_broker_listener), endpoints[0])
+                brokers[bid] = L.BrokerInfo(bid, inter.host, inter.port, b.get("rack"), endpoints=endpoints)
             else:
                 brokers[bid] = L.BrokerInfo(bid, b.get("v0_host", ""), b.get("v0_port", 0))
         self.brokers = brokers

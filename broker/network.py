@@ -49,9 +49,12 @@ log = structlog.get_logger()
 class Connection:
     """What a handler may do to its own connection: pause reading (quotas, acks=0 throttling)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 listener_name: str = "PLAINTEXT") -> None:
         self.reader = reader
         self.writer = writer
+        # The named listener this connection came in on: Metadata answers with its endpoints.
+        self.listener_name = listener_name
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.mute_until = 0.0
@@ -385,7 +388,8 @@ class ConnectionLimits:
 
 class Listener:
     def __init__(self, dispatcher: Dispatcher, host: str, port: int, max_frame_bytes: int,
-                 limits: ConnectionLimits | None = None) -> None:
+                 limits: ConnectionLimits | None = None, name: str = "PLAINTEXT") -> None:
+        self.name = name
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -422,7 +426,7 @@ class Listener:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        conn = Connection(reader, writer)
+        conn = Connection(reader, writer, self.name)
         refused = self.limits.admit(conn)
         if refused:
             log.warning("connection.refused", peer=conn.peer, reason=refused)

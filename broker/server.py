@@ -4,7 +4,9 @@ dynamic config, metrics), registers in ZooKeeper, and runs them from start to st
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import socket
 import time
 
 import structlog
@@ -17,6 +19,7 @@ from broker.config_apply import ConfigApplier
 from broker.controlled_shutdown import controlled_shutdown
 from broker.controller.controller import Controller
 from broker.dispatch import Dispatcher
+from broker.health import HEALTH_FILE_ENV, HealthFile
 from broker.metadata import MetadataCache
 from broker.metrics import Registry, serve_metrics
 from broker.network import ConnectionLimits, Listener
@@ -28,7 +31,7 @@ from broker.replication.roles import PartitionRoles
 from broker.replication.throttles import ReplicationThrottles
 from broker.signal import Signal
 from broker.zk import layout as L
-from broker.zk.client import NodeExistsError, NoNodeError, ZkClient
+from broker.zk.client import NodeExistsError, NoNodeError, ZkClient, ZkUnavailable
 from broker.zk.dynamic_config import DynamicConfigManager
 from broker.zk.producer_ids import ProducerIdManager
 from broker.zk.topic_configs import TopicConfigs
@@ -48,7 +51,7 @@ class Broker:
         self.broker_id = config.broker_id
         self.metrics = Registry()
         self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms)
-        self.metadata = MetadataCache()
+        self.metadata = MetadataCache(inter_broker_listener=config.inter_broker_listener_name)
         self.metadata_updated = Signal()
         self.replicas = ReplicaManager(config, self.zk, self.metrics)
         self.throttles = ReplicationThrottles(self.broker_id, config.replication_quota_window_num,
@@ -70,16 +73,22 @@ class Broker:
                                             self.replicas, self.produce_quotas, self.fetch_quotas,
                                             self.mutation_quotas, self.now_ms)
         self.dynamic_config = DynamicConfigManager(self.zk, self.config_applier.handlers())
-        self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable)
+        self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable,
+                                     config.inter_broker_listener_name)
         self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,
                            self.metadata_updated)
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.dispatcher = Dispatcher(self, ALL_APIS)
-        lst = config.listeners[0]
-        limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip,
-                                  config.max_connections_per_ip_overrides, config.connections_max_idle_ms,
-                                  config.queued_max_request_bytes)
-        self.listener = Listener(self.dispatcher, lst.host, lst.port, config.socket_request_max_bytes, limits)
+        # Every named listener is bound; each has its own connection limits (departure: Kafka
+        # counts max.connections across listeners).
+        self.listeners = [
+            Listener(self.dispatcher, lst.host, lst.port, config.socket_request_max_bytes,
+                     ConnectionLimits(config.max_connections, config.max_connections_per_ip,
+                                      config.max_connections_per_ip_overrides, config.connections_max_idle_ms,
+                                      config.queued_max_request_bytes), name=lst.name)
+            for lst in config.listeners]
+        self.listener = self.listeners[0]
+        self.health = HealthFile(os.environ.get(HEALTH_FILE_ENV))
         self._metrics_server: asyncio.Server | None = None
         self.metrics_url: str | None = None
         self._leftover_task: asyncio.Task[None] | None = None
@@ -100,9 +109,20 @@ class Broker:
 
     # ---- lifecycle -------------------------------------------------------------------
 
+    def registration(self) -> L.BrokerInfo:
+        """Every advertised endpoint; host/port are the inter-broker listener's (duplicate-id check)."""
+        bound = {lst.name: lst for lst in self.listeners}
+        protocols = self.config.listener_security_protocol_map
+        endpoints = tuple(
+            # An empty host is this machine's name, as Kafka registers it; port 0 the one bound.
+            L.Endpoint(adv.name, adv.host or socket.getfqdn(), adv.port or bound[adv.name].port,
+                       protocols[adv.name])
+            for adv in self.config.advertised_endpoints)
+        inter = next(ep for ep in endpoints if ep.listener == self.config.inter_broker_listener_name)
+        return L.BrokerInfo(self.broker_id, inter.host, inter.port, metrics_url=self.metrics_url, endpoints=endpoints)
+
     async def _register(self, new_session: bool) -> None:
-        adv = self.config.advertised
-        info = L.BrokerInfo(self.broker_id, adv.host, adv.port or self.listener.port, metrics_url=self.metrics_url)
+        info = self.registration()
         path = L.broker_path(self.broker_id)
         deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 * 1.5 + 2
         while True:
@@ -114,7 +134,7 @@ class Broker:
                 pass
             try:
                 data, _ = await self.zk.get(path)
-                holder = L.BrokerInfo.decode(self.broker_id, data)
+                holder = L.BrokerInfo.decode(self.broker_id, data, self.config.inter_broker_listener_name)
             except NoNodeError:
                 continue
             except Exception:
@@ -142,11 +162,30 @@ class Broker:
         self.controller.epochs.registered(czxid)
         log.info("broker.registered", broker_epoch=czxid)
 
+    async def _connect_zookeeper(self) -> None:
+        """Waits for ZooKeeper as long as it takes, saying so in the log and the health file:
+        a broker started before its ZooKeeper (or while it is down) neither exits nor waits mutely."""
+        attempt_s = self.config.zookeeper_session_timeout_ms / 1000 + 10
+        since = time.monotonic()
+        while True:
+            try:
+                await self.zk.start(timeout=attempt_s)
+                self.health.write("starting")
+                return
+            except ZkUnavailable as e:
+                waited = int(time.monotonic() - since)
+                log.warning("broker.zookeeper_unreachable", zookeeper=self.config.zookeeper_connect,
+                            waited_s=waited, error=type(e).__name__)
+                self.health.write(f"waiting for ZooKeeper at {self.config.zookeeper_connect} for {waited} s")
+                await asyncio.sleep(2)
+
     async def start(self) -> None:
-        await self.zk.start(timeout=self.config.zookeeper_session_timeout_ms / 1000 + 10)
+        self.health.write(f"connecting to ZooKeeper at {self.config.zookeeper_connect}")
+        await self._connect_zookeeper()
         for path in L.PERSISTENT_PATHS:
             await self.zk.ensure_path(path)
-        await self.listener.start()
+        for listener in self.listeners:
+            await listener.start()
         self.replicas.start()
         # Configs first, registration second (as Kafka's start-up does): registering makes the
         # controller hand out partitions, and a replica fetcher must not start unthrottled.
@@ -163,7 +202,8 @@ class Broker:
         await self.controller.start()
         self._leftover_task = asyncio.create_task(watch_leftover_throttles(
             self.throttles, self.zk, self.config.replication_throttle_leftover_warn_ms, self.now_ms))
-        log.info("broker.started", host=self.listener.host, port=self.listener.port,
+        self.health.write("serving")
+        log.info("broker.started", listeners=[f"{lst.name}://{lst.host}:{lst.port}" for lst in self.listeners],
                  zookeeper=self.config.zookeeper_connect)
 
     async def _on_session(self, new_session: bool) -> None:
@@ -189,7 +229,7 @@ class Broker:
                 log.warning("broker.controlled_shutdown_timeout")
         # Each step is bounded: SIGTERM must end in an exit, whatever a peer is doing.
         for name, step in (("fetchers", self.fetchers.stop), ("controller", self.controller.stop),
-                           ("listener", self.listener.stop)):
+                           *((f"listener {lst.name}", lst.stop) for lst in self.listeners)):
             try:
                 await asyncio.wait_for(step(), 10)
             except TimeoutError:

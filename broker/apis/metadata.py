@@ -54,8 +54,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             partitions.append({"error_code": code, "partition_index": p, "leader_id": info.leader,
                                "replica_nodes": info.replicas if code == 0 else live, "isr_nodes": info.isr})
         topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": partitions})
-    brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in sorted(md.brokers.values(), key=lambda b: b.broker_id)]
+    # The endpoints of the listener this client connected to (Kafka's behaviour).
+    brokers = [{"node_id": bid, "host": host, "port": port, "rack": rack}
+               for bid, host, port, rack in md.endpoints_for(ctx.conn.listener_name)]
     return {"brokers": brokers, "cluster_id": services.cluster_id, "controller_id": md.controller_id,
             "topics": topics}
 

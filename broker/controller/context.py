@@ -106,7 +106,9 @@ class ControllerContext:
             return
         states = [self.partition_state_body(tp, deleting) for tp in partitions if deleting or tp in self.states]
         live = [{"id": b.broker_id, "rack": b.rack,
-                 "endpoints": [{"port": b.port, "host": b.host, "listener": "PLAINTEXT", "security_protocol": 0}]}
+                 "endpoints": [{"port": ep.port, "host": ep.host, "listener": ep.listener,
+                                "security_protocol": L.SECURITY_PROTOCOL_IDS.get(ep.security_protocol, 0)}
+                               for ep in b.all_endpoints()]}
                 for b in self.live.values()]
         body = {"topic_states": _by_topic(states), "live_brokers": live}
         for b in brokers:

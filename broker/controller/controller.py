@@ -46,8 +46,11 @@ TP = tuple[str, int]
 
 
 class Controller:
-    def __init__(self, zk: ZkClient, broker_id: int, unclean_leader_election: bool = False) -> None:
+    def __init__(self, zk: ZkClient, broker_id: int, unclean_leader_election: bool = False,
+                 inter_broker_listener: str = "PLAINTEXT") -> None:
         self.zk = zk
+        # Whose endpoint the controller connects to and hands out as a leader's (live_leaders).
+        self.inter_broker_listener = inter_broker_listener
         self.broker_id = broker_id
         self.unclean = unclean_leader_election
         self.ctx = ControllerContext(zk, broker_id)
@@ -166,7 +169,7 @@ class Controller:
             try:
                 bid = int(child)
                 data, czxid = await self.zk.get_created(L.broker_path(bid))
-                out[bid] = L.BrokerInfo.decode(bid, data)
+                out[bid] = L.BrokerInfo.decode(bid, data, self.inter_broker_listener)
                 epochs[bid] = czxid
             except NoNodeError:
                 continue  # gone since the listing

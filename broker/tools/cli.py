@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from broker.logs import configure
 def _serve(args: argparse.Namespace) -> int:
     from broker import logs
     try:
-        config = load_config(Path(args.config), args.override or [])
+        config = load_config(Path(args.config), args.override or [], os.environ)
     except (ConfigError, OSError) as e:
         print(f"minibroker: {e}", file=sys.stderr)
         return 2

@@ -314,12 +314,12 @@ class ZkClient:
                 break
             except (TimeoutError, *_TRANSIENT) as e:
                 await self._shutdown(self._zk)
+                self._zk = self._new_aiozk()  # also when giving up: a later start() begins afresh
+                for w in self._watches:
+                    w.register(self._zk)
                 if time.monotonic() >= deadline:
                     raise ZkUnavailable(f"cannot reach ZooKeeper at {self.servers} within {timeout}s") from e
                 log.warning("zk.connect_retry", servers=self.servers, error=type(e).__name__)
-                self._zk = self._new_aiozk()
-                for w in self._watches:
-                    w.register(self._zk)
                 await asyncio.sleep(0.2)
         if self.chroot:
             await self._ensure_raw(self.chroot)

@@ -52,8 +52,24 @@ def loads(data: bytes | None) -> Any:
     return json.loads(data.decode())
 
 
+# Kafka's SecurityProtocol ids, as UpdateMetadata carries them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
 @dataclass(frozen=True)
 class BrokerInfo:
+    """A broker's registration. `host`/`port` are the endpoint of the listener it was read for
+    (the inter-broker listener, for brokers and the controller); `endpoints` are all of them,
+    in registration order (empty: one PLAINTEXT endpoint at host:port)."""
+
     broker_id: int
     host: str
     port: int
@@ -61,28 +77,51 @@ class BrokerInfo:
     # Project field: where the broker serves /metrics (tools read progress there, as Kafka's
     # read JMX through "jmx_port"); Kafka's own readers ignore unknown fields.
     metrics_url: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def all_endpoints(self) -> tuple[Endpoint, ...]:
+        return self.endpoints or (Endpoint("PLAINTEXT", self.host, self.port),)
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        for ep in self.all_endpoints():
+            if ep.listener == listener:
+                return ep
+        return None
 
     def encode(self) -> bytes:
+        eps = self.all_endpoints()
+        # Kafka's version 4 body: host/port name the PLAINTEXT listener's endpoint, if any
+        # (for readers older than named listeners); endpoints and the protocol map are the truth.
+        plain = next((ep for ep in eps if ep.listener == "PLAINTEXT"), None)
         return dumps({
-            "version": 4, "host": self.host, "port": self.port, "jmx_port": -1,
+            "version": 4, "host": plain.host if plain else None, "port": plain.port if plain else -1,
+            "jmx_port": -1,
             "timestamp": str(int(time.time() * 1000)),
-            "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"{ep.listener}://{ep.host}:{ep.port}" for ep in eps],
+            "listener_security_protocol_map": {ep.listener: ep.security_protocol for ep in eps},
             "rack": self.rack,
             **({"metrics_url": self.metrics_url} if self.metrics_url else {}),
         })
 
     @classmethod
-    def decode(cls, broker_id: int, data: bytes) -> BrokerInfo:
+    def decode(cls, broker_id: int, data: bytes, listener: str | None = None) -> BrokerInfo:
+        """`listener`: whose endpoint becomes host/port (absent: the top-level host/port, or else
+        the first endpoint)."""
         obj = loads(data)
-        host, port = obj.get("host"), obj.get("port")
-        if not host or port in (None, -1):
-            # v2+ registrations may leave host/port empty and rely on endpoints.
-            ep = obj["endpoints"][0]
-            hostport = ep.split("://", 1)[1]
+        protocols = obj.get("listener_security_protocol_map") or {}
+        eps: list[Endpoint] = []
+        for item in obj.get("endpoints") or []:
+            name, _, hostport = str(item).partition("://")
             host, _, p = hostport.rpartition(":")
-            port = int(p)
-        return cls(broker_id, str(host), int(port), obj.get("rack"), obj.get("metrics_url"))
+            eps.append(Endpoint(name, host.strip("[]"), int(p), str(protocols.get(name, name))))
+        host, port = obj.get("host"), obj.get("port")
+        chosen = next((ep for ep in eps if ep.listener == listener), None) if listener else None
+        if chosen is not None:
+            host, port = chosen.host, chosen.port
+        elif not host or port in (None, -1):
+            # v2+ registrations may leave host/port empty and rely on endpoints.
+            host, port = eps[0].host, eps[0].port
+        return cls(broker_id, str(host), int(port), obj.get("rack"), obj.get("metrics_url"), tuple(eps))
 
 
 def encode_assignment(assignment: dict[int, list[int]]) -> bytes:

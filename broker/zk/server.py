@@ -25,8 +25,9 @@ def _free_port() -> int:
 
 
 class ZooKeeperServer:
-    def __init__(self, data_dir: str | Path, port: int = 0, tick_ms: int = 500) -> None:
+    def __init__(self, data_dir: str | Path, port: int = 0, tick_ms: int = 500, bind: str = "127.0.0.1") -> None:
         self.data_dir = Path(data_dir)
+        self.bind = bind
         self.port = port or _free_port()
         self.tick_ms = tick_ms
         self.proc: subprocess.Popen[bytes] | None = None
@@ -52,18 +53,21 @@ class ZooKeeperServer:
             f"tickTime={self.tick_ms}\n"
             f"dataDir={self.data_dir / 'data'}\n"
             f"clientPort={self.port}\n"
-            "clientPortAddress=127.0.0.1\n"
+            f"clientPortAddress={self.bind}\n"
             "admin.enableServer=false\n"
             "maxClientCnxns=0\n"
             "4lw.commands.whitelist=ruok,srvr\n"
         )
         return cfg
 
+    def command(self) -> list[str]:
+        return ["java", "-Xmx256m", "-cp", CLASSPATH, MAIN, str(self._write_config())]
+
     def _spawn(self, detached: bool) -> subprocess.Popen[bytes]:
-        cfg = self._write_config()
+        command = self.command()
         log = open(self.log_path, "ab")
         try:
-            return subprocess.Popen(["java", "-Xmx256m", "-cp", CLASSPATH, MAIN, str(cfg)], stdout=log,
+            return subprocess.Popen(command, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=detached)
         finally:
@@ -134,3 +138,22 @@ class ZooKeeperServer:
     def restart(self, timeout: float = 20) -> None:
         self.stop()
         self.start(timeout)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m broker.zk.server --dir D --port 2181 --bind 0.0.0.0`: ZooKeeper in the
+    foreground (the container image's ZooKeeper), logging to stdout; exec'd, so signals reach Java."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m broker.zk.server")
+    parser.add_argument("--dir", default="/var/lib/zookeeper")
+    parser.add_argument("--port", type=int, default=2181)
+    parser.add_argument("--bind", default="0.0.0.0")
+    parser.add_argument("--tick-ms", type=int, default=2000)  # ZooKeeper's own default
+    args = parser.parse_args(argv)
+    server = ZooKeeperServer(args.dir, args.port, args.tick_ms, args.bind)
+    command = server.command()
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main()
