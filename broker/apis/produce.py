@@ -10,6 +10,15 @@ reads the topic's `max.message.bytes` (else the broker's `message.max.bytes`),
 `message.timestamp.type` and `message.timestamp.difference.max.ms` (Kafka's defaults
 CreateTime and Long.MaxValue; there are no broker-level keys for these two).
 
+Served versions: the data-path table is one Kafka release's (client-compat rule 3), so Produce
+3-9 (message format v2) is listed only together with Fetch 4+ and InitProducerId, as Kafka 2.8
+lists Produce 3+ only when it also serves Fetch 4+ (both need magic 2). librdkafka writes
+RecordBatch v2 only when both Produce 3 and Fetch 4 are listed, and otherwise sends magic-1
+message sets inside whatever Produce version is listed, which Produce 3+ must refuse
+(INVALID_RECORD); kafka-python 3 infers a broker >= 0.11 from Produce 3 and then needs
+InitProducerId. Until those are declared, Produce 0-2 is served (aiokafka's v2 batches inside
+Produce v2 are stored as sent all the same).
+
 Departures: no transactions, so a transactional batch gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 (no transactional id in the request, Kafka 2.8's answer, which Kafka gives the whole request)
 or INVALID_TXN_STATE (with one) for its partition, at once; the topic's `compression.type` is
@@ -42,11 +51,28 @@ from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.metadata import topic_name_error
 from broker.zk.topic_configs import topic_int
+from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fast import decode_produce_request
+from protocol.messages import MODULES
+from protocol.messages import fetch as fetch_messages
 from protocol.messages import produce as messages
 from protocol.records.record_batch import CREATE_TIME, LOG_APPEND_TIME
 from protocol.records.validator import NO_TIMESTAMP_LIMIT, ValidationConfig
+
+# Produce v2's table (Kafka 0.10.1's data path) when the rest of Kafka 2.8's is not there yet.
+MESSAGE_FORMAT_V1_VERSIONS = (0, 2)
+RECORD_BATCH_FETCH_FROM = 4
+
+
+def served_versions() -> tuple[int, int]:
+    """Produce 0-9 when Fetch 4+ and InitProducerId are declared, else 0-2 (module docstring)."""
+    init_producer_id = getattr(ApiKey, "INIT_PRODUCER_ID", None)
+    if fetch_messages.VERSIONS[1] >= RECORD_BATCH_FETCH_FROM and init_producer_id in MODULES:
+        versions: tuple[int, int] = messages.VERSIONS
+        return versions
+    return MESSAGE_FORMAT_V1_VERSIONS
+
 
 # From v6 the client throttles itself (KIP-219; Kafka's ProduceResponse.shouldClientThrottle).
 CLIENT_THROTTLES_FROM = 6
@@ -145,4 +171,4 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             "throttle_time_ms": throttle_ms}
 
 
-register(messages, handle, decode)
+register(messages, handle, decode, versions=served_versions())

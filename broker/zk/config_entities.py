@@ -69,6 +69,14 @@ def _topic_int(minimum: int):  # noqa: ANN202
     return check
 
 
+def _one_of(*allowed: str):  # noqa: ANN202
+    def check(key: str, value: str) -> str:
+        if value not in allowed:
+            raise InvalidConfig(key, value, f"expected one of {', '.join(allowed)}")
+        return value
+    return check
+
+
 TOPIC_KEYS = {
     LEADER_REPLICAS: _replica_list,
     FOLLOWER_REPLICAS: _replica_list,
@@ -77,6 +85,11 @@ TOPIC_KEYS = {
     "retention.ms": _topic_int(-1),
     "retention.bytes": _topic_int(-1),
     "max.message.bytes": _topic_int(0),
+    # Produce's validation (protocol.records.validator) reads these two.
+    "message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),
+    "message.timestamp.difference.max.ms": _topic_int(0),
+    # Accepted with Kafka's values; batches keep the producer's codec whatever it says.
+    "compression.type": _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
 }
 BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long}
 CLIENT_KEYS = {PRODUCER_BYTE_RATE: lambda k, v: _long(k, v, 1), CONSUMER_BYTE_RATE: lambda k, v: _long(k, v, 1),

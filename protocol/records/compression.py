@@ -1,4 +1,4 @@
-"""Message compression: gzip, snappy (raw or xerial-framed) and LZ4 (KAFKA-3160's two framings).
+"""Message compression: gzip, snappy (raw or xerial-framed), LZ4 (KAFKA-3160's two framings), zstd.
 
 Java clients and librdkafka frame snappy the xerial way (snappy-java's stream format); some
 clients send raw snappy. Both are read; xerial is written, as Kafka's own producer does.
@@ -10,7 +10,8 @@ Decompression is bounded, because a few hundred KB of gzip can inflate to gigaby
 "bomb"). `decompress(codec, data, max_size)` asks zlib and LZ4 for at most `max_size + 1`
 bytes of output (they stop there, their buffers grown in blocks as the output comes), and
 answers MESSAGE_TOO_LARGE when that much came out, so a bomb costs at most its bound. Snappy blocks state their uncompressed length up front, which is
-checked before the block is inflated. The bound the broker passes is `inflated_limit(limit)`:
+checked before the block is inflated; zstd is read through a stream reader in blocks up to the
+bound (a zstd frame need not state its size). zstd exists in RecordBatch v2 only. The bound the broker passes is `inflated_limit(limit)`:
 `MAX_INFLATION` times the message size limit (`message.max.bytes` / `max.message.bytes`, which
 Kafka applies to the compressed wrapper), and never below `MIN_INFLATED_LIMIT`. Kafka bounds
 only the wrapper; the inner set's bound is this project's, chosen well above what producers
@@ -25,6 +26,7 @@ import zlib
 
 import cramjam
 import lz4.frame
+import zstandard
 
 from protocol.errors import ErrorCode
 from protocol.records.errors import RecordsError
@@ -65,6 +67,8 @@ def compress(codec: int, data: bytes, magic: int = 1) -> bytes:
     if codec == LZ4:
         frame = lz4.frame.compress(data, block_linked=False, content_checksum=False)
         return _break_header_checksum(frame) if magic == 0 else frame
+    if codec == ZSTD and magic >= 2:
+        return bytes(zstandard.ZstdCompressor(level=3).compress(data))
     raise RecordsError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"cannot compress with codec {codec}")
 
 
@@ -78,12 +82,13 @@ def decompress(codec: int, data: bytes | memoryview, max_size: int | None = None
             return _snappy_decompress(bytes(data), limit)
         if codec == LZ4:
             return _lz4_decompress(bytes(data), limit)
+        if codec == ZSTD:
+            return _zstd_decompress(data, limit)
     except RecordsError:
         raise
-    except (OSError, EOFError, ValueError, RuntimeError, zlib.error, struct.error, cramjam.DecompressionError) as e:
+    except (OSError, EOFError, ValueError, RuntimeError, zlib.error, struct.error, cramjam.DecompressionError,
+            zstandard.ZstdError) as e:
         raise RecordsError.corrupt(f"cannot decompress {NAMES.get(codec, codec)}: {e}") from e
-    if codec == ZSTD:
-        raise RecordsError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, "zstd needs message format v2")
     raise RecordsError.corrupt(f"unknown compression codec {codec}")
 
 
@@ -106,6 +111,27 @@ def _gzip_decompress(data: bytes | memoryview, limit: int) -> bytes:
         rest = d.unused_data
         if not rest.strip(b"\x00"):  # trailing zero padding ends the data, as gzip.decompress allows
             return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+_ZSTD_STEP = 1 << 20
+
+
+def _zstd_decompress(data: bytes | memoryview, limit: int) -> bytes:
+    """Every zstd frame of data, read in blocks and stopped once more than limit bytes came out.
+
+    A frame cut short ends the output quietly; the batch's record count then finds the records
+    missing (INVALID_RECORD), and the batch CRC covers the compressed bytes anyway."""
+    reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
+    pieces: list[bytes] = []
+    total = 0
+    while True:
+        piece = reader.read(_ZSTD_STEP)
+        if not piece:
+            return b"".join(pieces)
+        total += len(piece)
+        if 0 <= limit < total:
+            raise _too_large(ZSTD, limit)
+        pieces.append(piece)
 
 
 def _snappy_length(block: bytes | memoryview, limit: int) -> None:

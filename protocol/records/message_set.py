@@ -363,3 +363,25 @@ def any_log_append_time(buf: bytes | bytearray | memoryview) -> bool:
         if magic == 1 and attributes & TIMESTAMP_TYPE_BIT:
             return True
     return False
+
+
+def timestamped_key_values(buf: bytes | bytearray | memoryview) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(timestamp, key, value) of every message of a validated set, in order, compressed wrappers
+    flattened (for up-conversion to RecordBatch v2; no per-message objects on the plain path)."""
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    view = memoryview(buf)
+    for pos, _, size in scan_entries(view):
+        _, magic, attributes = _HEAD.unpack_from(view, pos + _HEAD_AT)
+        if attributes & CODEC_MASK:
+            entry = decode_entry(view, pos)
+            assert entry is not None
+            out.extend((r.timestamp, r.key, r.value) for r in entry[0])
+            continue
+        if magic == 1:
+            (ts,) = _TIMESTAMP.unpack_from(view, pos + _TIMESTAMP_AT)
+            kv = pos + _KEY_AT_V1
+        else:
+            ts, kv = NO_TIMESTAMP, pos + _KEY_AT_V0
+        key, value = _key_value(view, kv, pos + size)
+        out.append((ts, key, value))
+    return out

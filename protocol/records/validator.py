@@ -43,11 +43,21 @@ timestamp (-1), and no producer id.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
-from protocol.layouts import LOG_OVERHEAD, RECORD_BATCH_HEADER, RECORD_BATCH_HEADER_SIZE
+from protocol.layouts import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_HEADER,
+    RECORD_BATCH_HEADER_SIZE,
+    MessageV0Head,
+    MessageV1Head,
+    fixed,
+    size_of,
+)
 from protocol.records import compression, message_set, record_batch
+from protocol.records.crc import crc32
 from protocol.records.errors import RecordsError
 from protocol.records.record_batch import (
     CODEC_MASK,
@@ -219,28 +229,98 @@ def _incomplete(produce_version: int) -> RecordsError:
     return RecordsError.corrupt("truncated record batch")
 
 
+_LEGACY_HEAD = fixed(MessageV0Head)  # offset, size, crc, magic, attributes
+_LEGACY_TIMESTAMP = struct.Struct(">q")
+_LENGTH = struct.Struct(">i")
+_LEGACY_KEY_AT = {0: size_of(MessageV0Head), 1: size_of(MessageV1Head)}  # 18, 26: the key length
+_LEGACY_MIN_SIZE = {m: at - LOG_OVERHEAD + 8 for m, at in _LEGACY_KEY_AT.items()}
+_LEGACY_TIMESTAMP_AT = size_of(MessageV0Head)
+
+
+def _plain_legacy(buf: memoryview, max_message_bytes: int) -> tuple[list[bytes], list[int]] | None:
+    """Uncompressed magic 0/1 messages as encoded v2 records and their timestamps, in one pass.
+
+    Checks what protocol.records.message_set does of a plain set (sizes, magic, CRC-32, key and
+    value lengths against the message size) and what Kafka adds: one magic for the whole set
+    (INVALID_RECORD), a message above max.message.bytes (MESSAGE_TOO_LARGE). None when an
+    entry is a compressed wrapper: message_set's general path takes those.
+    """
+    out: list[bytes] = []
+    stamps: list[int] = []
+    end = len(buf)
+    pos = 0
+    first_magic = buf[MAGIC_AT]
+    first_ts = 0
+    unpack, length_of, zz, null = _LEGACY_HEAD.unpack_from, _LENGTH.unpack_from, record_batch.zigzag_varint, b"\x01"
+    while pos < end:
+        if pos + _LEGACY_HEAD.size > end:
+            raise RecordsError.corrupt("truncated log entry header")
+        _, size, crc, magic, attributes = unpack(buf, pos)
+        nxt = pos + LOG_OVERHEAD + size
+        if magic not in (0, 1) or size < _LEGACY_MIN_SIZE[magic] or nxt > end:
+            raise RecordsError.corrupt(f"bad message (magic {magic}, size {size}) at {pos}")
+        if magic != first_magic:
+            raise RecordsError(ErrorCode.INVALID_RECORD, f"message magic {magic} differs from the first, {first_magic}")
+        if attributes & CODEC_MASK:
+            return None
+        if nxt - pos > max_message_bytes:
+            raise RecordsError(ErrorCode.MESSAGE_TOO_LARGE,
+                               f"message of {nxt - pos} bytes exceeds the limit of {max_message_bytes}")
+        if crc32(buf[pos + MAGIC_AT:nxt]) != crc:
+            raise RecordsError.corrupt(f"CRC mismatch in message at {pos}")
+        ts = NO_TIMESTAMP
+        if magic == 1:
+            (ts,) = _LEGACY_TIMESTAMP.unpack_from(buf, pos + _LEGACY_TIMESTAMP_AT)
+            if attributes & TIMESTAMP_TYPE_BIT:
+                raise RecordsError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to "
+                                   "invalid timestamp", [(len(out), "Invalid timestamp type in message. Producer "
+                                                                    "should not set timestamp type to LogAppendTime.")])
+        p = pos + _LEGACY_KEY_AT[magic]
+        (klen,) = length_of(buf, p)
+        p += 4
+        if klen < -1 or p + max(klen, 0) + 4 > nxt:
+            raise RecordsError.corrupt("key overruns its message")
+        key = null if klen < 0 else zz(klen) + bytes(buf[p:p + klen])
+        p += max(klen, 0)
+        (vlen,) = length_of(buf, p)
+        p += 4
+        if vlen < -1 or p + max(vlen, 0) != nxt:
+            raise RecordsError.corrupt("message size disagrees with its key and value")
+        value = null if vlen < 0 else zz(vlen) + bytes(buf[p:nxt])
+        if not out:
+            first_ts = ts
+        body = b"".join((b"\x00", zz(ts - first_ts), zz(len(out)), key, value, b"\x00"))
+        out.append(zz(len(body)) + body)
+        stamps.append(ts)
+        pos = nxt
+    return out, stamps
+
+
 def _up_convert(buf: memoryview, now_ms: int, config: ValidationConfig) -> Validated:
-    info = message_set.validate_and_assign(buf, 0, now_ms, config.max_message_bytes)
-    records = message_set.decode_records(info.buffer)
+    plain = _plain_legacy(buf, config.max_message_bytes)
+    codec = compression.NONE
+    if plain is not None:
+        encoded, stamps = plain
+    else:
+        info = message_set.validate_and_assign(buf, 0, now_ms, config.max_message_bytes)
+        if message_set.any_log_append_time(info.buffer):
+            raise RecordsError(ErrorCode.INVALID_TIMESTAMP, "Producer should not set timestamp type to "
+                               "LogAppendTime", [(0, "Invalid timestamp type in message")])
+        records = message_set.timestamped_key_values(info.buffer)
+        codec = info.codec
+        stamps = [ts for ts, _, _ in records]
+        encoded = [record_batch.encode_record(i, ts - stamps[0], k, v) for i, (ts, k, v) in enumerate(records)]
     lo, hi = _window(now_ms, config)
-    errors: list[tuple[int, str]] = []
-    timestamp_errors = False
-    for i, r in enumerate(records):
-        if lo is not None and hi is not None and r.timestamp != NO_TIMESTAMP and not lo <= r.timestamp <= hi:
-            errors.append((i, f"Timestamp {r.timestamp} of message with offset {i} is out of range. The "
-                              f"timestamp should be within [{lo}, {hi}]"))
-            timestamp_errors = True
-    if message_set.any_log_append_time(info.buffer):
-        errors = [(i, "Invalid timestamp type in message. Producer should not set timestamp type to "
-                      "LogAppendTime.") for i in range(len(records))]
-        timestamp_errors = True
-    if errors:
-        raise RecordsError(ErrorCode.INVALID_TIMESTAMP if timestamp_errors else ErrorCode.INVALID_RECORD,
-                           "One or more records have been rejected due to invalid timestamp", errors)
+    if lo is not None and hi is not None:
+        errors = [(i, f"Timestamp {ts} of message with offset {i} is out of range. The timestamp should be "
+                      f"within [{lo}, {hi}]")
+                  for i, ts in enumerate(stamps) if ts != NO_TIMESTAMP and not lo <= ts <= hi]
+        if errors:
+            raise RecordsError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to "
+                               "invalid timestamp", errors)
     log_append = config.timestamp_type == LOG_APPEND_TIME
-    batch = record_batch.build_batch([(r.timestamp, r.key, r.value, ()) for r in records], 0, info.codec,
-                                     LOG_APPEND_TIME if log_append else CREATE_TIME,
-                                     now_ms if log_append else NO_TIMESTAMP)
-    max_ts = now_ms if log_append else max(r.timestamp for r in records)
-    return Validated(bytearray(batch), len(records), max_ts, now_ms if log_append else NO_TIMESTAMP,
-                     -1, -1, -1, False, info.codec, True)
+    max_ts = now_ms if log_append else max(stamps)
+    batch = record_batch.batch_around(b"".join(encoded), len(encoded), stamps[0], max_ts, 0, codec,
+                                      LOG_APPEND_TIME if log_append else CREATE_TIME)
+    return Validated(bytearray(batch), len(encoded), max_ts, now_ms if log_append else NO_TIMESTAMP,
+                     -1, -1, -1, False, codec, True)

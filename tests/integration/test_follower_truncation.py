@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import struct
 
 import pytest
 
 from broker.zk.client import ZkClient
-from protocol.records.message_set import scan_entries
+from protocol.records.records import decode_records
 from tests.support.cluster import FAST
 from tests.support.replication import partition_bytes
 from tests.support.topics import create_topic
@@ -64,7 +65,7 @@ async def test_follower_beyond_the_leaders_log_truncates_and_follows(broker_fact
         await wait_for("broker 0 to truncate to 15", lambda: _truncated(b0))
         await produce_to(b1, 5, b"after-")
         await wait_for("identical replicas from offset 15", lambda: _same_from(b0, b1, 15), 30)
-        offsets = [[off for _, off, _ in scan_entries(partition_bytes(b, "u", 0))] for b in (b0, b1)]
+        offsets = [[r.offset for r in decode_records(partition_bytes(b, "u", 0))] for b in (b0, b1)]
         assert offsets[0] == offsets[1] == list(range(20))
     finally:
         await zk.close()
@@ -90,7 +91,15 @@ async def _truncated(b0) -> bool:  # noqa: ANN001
 
 
 def _from(blob: bytes, offset: int) -> bytes:
-    return next((blob[pos:] for pos, off, _ in scan_entries(blob) if off >= offset), b"")
+    """The log bytes from the entry holding `offset` on (entries of either message format)."""
+    pos = 0
+    while pos + 12 <= len(blob):
+        base, size = struct.unpack_from(">qi", blob, pos)
+        last = base + struct.unpack_from(">i", blob, pos + 23)[0] if blob[pos + 16] == 2 else base
+        if last >= offset:
+            return blob[pos:]
+        pos += 12 + size
+    return b""
 
 
 async def _same_from(b0, b1, offset: int) -> bool:  # noqa: ANN001

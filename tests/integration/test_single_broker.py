@@ -259,5 +259,5 @@ async def test_api_versions_lists_registry(broker, version: int) -> None:  # noq
         resp = await conn.request(ApiKey.API_VERSIONS, version,
                                   {"client_software_name": "t", "client_software_version": "1"})
         keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
-        assert keys[ApiKey.PRODUCE] == (0, 9) and keys[ApiKey.FETCH] == (0, 12) and keys[ApiKey.METADATA] == (0, 2)
+        assert keys[ApiKey.PRODUCE] == (0, 2) and keys[ApiKey.FETCH] == (0, 3) and keys[ApiKey.METADATA] == (0, 2)
         assert all(lo == 0 for lo, _ in keys.values())

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import ErrorCode
+from protocol.records import record_batch
 from protocol.records.message_set import decode_records
 from tests.support.brokers import BrokerProcess
 from tests.support.tools import topics
@@ -32,7 +33,11 @@ from tests.support.zookeeper import zk_connect
 FAST = {"replica_lag_time_max_ms": "3000", "replica_fetch_wait_max_ms": "200"}
 PAGE = 4096
 # A v1 message in the log: entry header (12), crc, magic, attributes, timestamp, key and value lengths.
-MESSAGE_V1_OVERHEAD = 12 + 4 + 1 + 1 + 8 + 4 + 4
+
+
+def stored_size(key: bytes, value: bytes) -> int:
+    """Bytes one produced message takes in the log: one RecordBatch v2 (what a magic-1 set is up-converted to)."""
+    return len(record_batch.build_batch([(0, key, value, ())]))
 
 
 @contextlib.contextmanager
@@ -146,7 +151,10 @@ async def _disk_full(b: BrokerProcess, disk: Path) -> None:
     # Every free page goes to a filler: the next message fits in the slack of the log file's last
     # page (its write succeeds), while its index point needs a page there is none of.
     fill(disk / "filler")
-    doomed = [(b"b0", b"B" * (slack - MESSAGE_V1_OVERHEAD - 2 - 8))]
+    n = slack - 8
+    while stored_size(b"b0", b"B" * n) > slack - 8:
+        n -= 1
+    doomed = [(b"b0", b"B" * n)]
     failing_code, _ = await try_produce(b, "full", 0, doomed, acks=1)
     outcomes.append(failing_code)
     # Space back (free space is not the point any more): whatever the broker does next must not
