@@ -14,6 +14,11 @@ rack_id is ignored and preferred_read_replica is -1; v12 is flexible, its tagged
 NOT_LEADER_FOR_PARTITION to Fetch v0-5, whose clients do not know KAFKA_STORAGE_ERROR
 (Kafka's maybeDownConvertStorageError).
 
+Served versions: the data-path table is one Kafka release's (client-compat rule 3): Fetch 4-12
+is listed only together with Produce 3-9 (broker.apis.produce.served_versions, which waits for
+InitProducerId), as Kafka 2.8 ties both to message format v2; until then Fetch 0-3 is served
+(kafka-python infers a 2.x broker from Fetch 4+ and then needs InitProducerId).
+
 Message formats: Fetch v4+ gets the log's bytes as stored (RecordBatch v2, or magic 1 from
 older logs). A consumer fetching with v0-3 gets them down-converted when they hold anything
 newer than it reads (v0-1: magic 0, v2-3: magic 1; protocol.records.down_convert), and the
@@ -67,6 +72,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.produce import served_versions as produce_versions
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.log import KafkaStorageError, OffsetOutOfRange
@@ -79,6 +85,10 @@ from protocol.records.errors import RecordsError
 if TYPE_CHECKING:
     from broker.replication.replica_manager import Partition
 
+# Fetch's table before message format v2 (Kafka 0.10.1's data path), and the first Produce
+# version of Kafka 2.8's (message format v2) that Fetch 4-12 comes with.
+MESSAGE_FORMAT_V1_VERSIONS = (0, 3)
+RECORD_BATCH_PRODUCE_FROM = 3
 DEBUG_REPLICA_ID = -2
 THROTTLE_RECHECK_S = 0.05
 READ_COMMITTED = 1
@@ -256,4 +266,12 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
         await rm.appended.wait(min(remaining, THROTTLE_RECHECK_S) if held_back else remaining)
 
 
-register(messages, handle, decode)
+def served_versions() -> tuple[int, int]:
+    """Fetch 0-12 when Produce 3-9 is served, else 0-3 (module docstring)."""
+    if produce_versions()[1] >= RECORD_BATCH_PRODUCE_FROM:
+        versions: tuple[int, int] = messages.VERSIONS
+        return versions
+    return MESSAGE_FORMAT_V1_VERSIONS
+
+
+register(messages, handle, decode, versions=served_versions())
