@@ -25,9 +25,9 @@ newer than it reads (v0-1: magic 0, v2-3: magic 1; protocol.records.down_convert
 size rules below apply to the converted bytes. Followers (replica_id >= 0) always get the
 stored bytes: replication between minibrokers stays on Fetch v3 and carries RecordBatch v2 as
 is (a departure: Kafka would down-convert a v3 follower fetch too). A ZStandard batch cannot be
-down-converted: UNSUPPORTED_COMPRESSION_TYPE for that partition (Kafka also refuses Fetch < 10 on
-topics whose compression.type is zstd; there is no topic compression.type here, and the log
-holds no zstd batches while produce refuses them).
+down-converted: UNSUPPORTED_COMPRESSION_TYPE for that partition; and, as Kafka does, a consumer
+below Fetch v10 gets UNSUPPORTED_COMPRESSION_TYPE for every partition of a topic whose
+compression.type is zstd (followers are exempt: they replicate the stored bytes).
 
 For each partition in request order the log is read up to min(partition max_bytes, what
 is left of the response limit). Until a partition has returned data, the first message or
@@ -89,6 +89,7 @@ if TYPE_CHECKING:
 # version of Kafka 2.8's (message format v2) that Fetch 4-12 comes with.
 MESSAGE_FORMAT_V1_VERSIONS = (0, 3)
 RECORD_BATCH_PRODUCE_FROM = 3
+ZSTD_FETCH_FROM = 10  # KIP-110: older consumers cannot read zstd
 DEBUG_REPLICA_ID = -2
 THROTTLE_RECHECK_S = 0.05
 READ_COMMITTED = 1
@@ -100,8 +101,8 @@ def decode(buf: memoryview, version: int) -> dict[str, Any]:
     return decode_fetch_request(buf, version)
 
 
-def _read_all(ctx: RequestContext, request: dict[str, Any],
-              first_pass: bool) -> tuple[list[dict[str, Any]], int, int, bool]:
+def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
+              zstd_topics: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], int, int, bool]:
     services = ctx.services
     rm = services.replicas
     version = ctx.api_version
@@ -178,6 +179,10 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
                         held_back = True
                         _offsets(out, part)
                         continue
+            if name in zstd_topics:
+                # Kafka's maybeConvertFetchedData: a zstd topic to a consumer below Fetch v10.
+                _error(out, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+                continue
             _offsets(out, part)
             if read_committed:
                 out["aborted_transactions"] = []
@@ -223,6 +228,27 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
     return responses, total, throttled_bytes, held_back
 
 
+def _error(out: dict[str, Any], code: int) -> None:
+    out.update(error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1, records=b"")
+
+
+async def _zstd_topics(ctx: RequestContext, request: dict[str, Any]) -> frozenset[str]:
+    """Topics of a consumer's Fetch v0-9 whose compression.type is zstd (Kafka refuses them to
+    clients that predate zstd). Only topics this broker leads a requested partition of are
+    looked up: their configs are cached, so this does not reach ZooKeeper per request."""
+    if ctx.api_version >= ZSTD_FETCH_FROM or request["replica_id"] >= 0:
+        return frozenset()
+    services = ctx.services
+    out = set()
+    for topic in request["topics"]:
+        name = topic["topic"]
+        led = any((part := services.replicas.get(name, fp["partition"])) is not None
+                  and part.leader == services.broker_id for fp in topic["partitions"])
+        if led and (await services.roles.topic_configs.get(name)).get("compression.type") == "zstd":
+            out.add(name)
+    return frozenset(out)
+
+
 def _offsets(out: dict[str, Any], part: Partition) -> None:
     """The partition's offsets in an answer that is not an error: no transactions, so the last
     stable offset is the high watermark."""
@@ -246,8 +272,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
     min_bytes = request["min_bytes"]
     first_pass = True
+    zstd_topics = await _zstd_topics(ctx, request)
     while True:
-        responses, total, throttled_bytes, held_back = _read_all(ctx, request, first_pass)
+        responses, total, throttled_bytes, held_back = _read_all(ctx, request, first_pass, zstd_topics)
         first_pass = False
         remaining = deadline - time.monotonic()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])

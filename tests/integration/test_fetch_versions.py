@@ -196,3 +196,29 @@ async def test_kip74_limits_apply_to_down_converted_sizes(broker) -> None:  # no
         assert len(second) <= limit and len(second) + message > limit
         assert [(r.offset, r.value) for r in got] == [(i, value(i)) for i in range(len(got))]
         assert magics(second) == [1] * len(got)
+
+
+@needs_fetch_v4
+async def test_zstd_reaches_only_consumers_that_know_it(broker) -> None:  # noqa: ANN001
+    async with await connect(broker) as conn:
+        await create_topic(conn, "fz", configs={"compression.type": "zstd"})
+        await create_topic(conn, "fzp")  # compression.type producer: the batch decides
+        for topic in ("fz", "fzp"):
+            body = {"transactional_id": None, "acks": 1, "timeout_ms": 10_000,
+                    "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": v2_batch(5, codec=4)}]}]}
+            resp = await conn.request(ApiKey.PRODUCE, 7, body)
+            assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+
+        async def answer(topic: str, version: int) -> dict:
+            resp = await conn.request(ApiKey.FETCH, version, fetch_body(topic))
+            return resp["responses"][0]["partitions"][0]
+        for version in (10, 12):
+            for topic in ("fz", "fzp"):
+                p = await answer(topic, version)
+                assert p["error_code"] == 0 and [r.offset for r in decode_records(p["records"])] == list(range(5))
+        # Kafka refuses a zstd topic to consumers below Fetch v10, and zstd cannot be down-converted.
+        for version in (3, 4, 9):
+            p = await answer("fz", version)
+            assert (p["error_code"], p["records"]) == (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""), version
+        assert (await answer("fzp", 3))["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        assert magics((await answer("fzp", 9))["records"]) == [2]
