@@ -48,7 +48,7 @@ from bench.common import OUT, ROOT, cluster, machine, progress, save_figure, wri
 from broker.controller.reassign_plan import move_time
 from broker.logs import configure as configure_logging
 from broker.zk.client import NoNodeError, ZkClient
-from protocol.records.message_set import decode_records
+from protocol.records.records import decode_records
 from tests.support.replication import log_bytes, partition_bytes
 from tests.support.tools import reassign
 from tests.support.topics import create_topic

@@ -7,8 +7,8 @@ RecordBatch v2: a v2 batch as sent, with the leader's offsets and epoch written 
 message set (Produce v0-v2 from old clients) up-converted. Every error is that partition's
 only: nothing of it is appended, and the other partitions of the request go on. Validation
 reads the topic's `max.message.bytes` (else the broker's `message.max.bytes`),
-`message.timestamp.type` and `message.timestamp.difference.max.ms` (Kafka's defaults
-CreateTime and Long.MaxValue; there are no broker-level keys for these two).
+`message.timestamp.type`, `message.timestamp.difference.max.ms` and `compression.type` (Kafka's
+defaults CreateTime, Long.MaxValue and producer; there are no broker-level keys for these).
 
 Served versions: the data-path table is one Kafka release's (client-compat rule 3), so Produce
 3-9 (message format v2) is listed only together with Fetch 4+ and InitProducerId, as Kafka 2.8
@@ -21,8 +21,7 @@ Produce v2 are stored as sent all the same).
 
 Departures: no transactions, so a transactional batch gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 (no transactional id in the request, Kafka 2.8's answer, which Kafka gives the whole request)
-or INVALID_TXN_STATE (with one) for its partition, at once; the topic's `compression.type` is
-not applied (batches keep the producer's codec, as `producer` does).
+or INVALID_TXN_STATE (with one) for its partition, at once.
 
 acks=0 gets no response; acks=-1 waits for the high watermark (the whole ISR) up to
 timeout_ms, then REQUEST_TIMED_OUT. NOT_ENOUGH_REPLICAS when the ISR is smaller than
@@ -90,7 +89,8 @@ async def _validation_config(services: BrokerServices, topic: str) -> Validation
         max_message_bytes=topic_int(topic, cfg, "max.message.bytes", services.config.message_max_bytes),
         timestamp_type=ts_type,
         timestamp_difference_max_ms=topic_int(topic, cfg, "message.timestamp.difference.max.ms",
-                                              NO_TIMESTAMP_LIMIT))
+                                              NO_TIMESTAMP_LIMIT),
+        compression_type=cfg.get("compression.type", "producer"))
 
 
 def decode(buf: memoryview, version: int) -> dict[str, Any]:

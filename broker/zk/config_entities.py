@@ -88,7 +88,7 @@ TOPIC_KEYS = {
     # Produce's validation (protocol.records.validator) reads these two.
     "message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),
     "message.timestamp.difference.max.ms": _topic_int(0),
-    # Accepted with Kafka's values; batches keep the producer's codec whatever it says.
+    # Produce recompresses batches to it unless it is `producer` (protocol.records.validator).
     "compression.type": _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
 }
 BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long}

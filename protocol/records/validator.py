@@ -31,8 +31,10 @@ In Kafka's order (Log.analyzeAndValidateRecords, then LogValidator), for magic 2
   max timestamp becomes the records' largest (CreateTime) or now with the LogAppendTime
   bit (LogAppendTime), the CRC recomputed only if that changed anything.
 
-The batch is stored as sent (compressed or not): with `compression.type` other than
-`producer` Kafka would recompress; this broker keeps the producer's codec (a departure).
+The batch is stored as sent when the topic's `compression.type` is `producer` (the default) or
+names the batch's own codec. Otherwise, as Kafka does, its records (already inflated for
+validation) are compressed with that codec, or stored uncompressed for `uncompressed`, in a
+new header carrying the same producer id, epoch, sequence, timestamps and count.
 
 Magic 0/1 input (Produce v0-v2 from old clients) is validated by protocol.records.message_set
 and up-converted to one RecordBatch v2 (Kafka's convertAndAssignOffsetsNonCompressed and
@@ -84,6 +86,12 @@ class ValidationConfig:
     max_message_bytes: int
     timestamp_type: int = CREATE_TIME  # message.timestamp.type
     timestamp_difference_max_ms: int = NO_TIMESTAMP_LIMIT  # message.timestamp.difference.max.ms
+    compression_type: str = "producer"  # compression.type: producer, uncompressed, gzip, snappy, lz4, zstd
+
+
+# compression.type values other than `producer`, as codecs (Kafka's BrokerCompressionCodec).
+TARGET_CODECS = {"uncompressed": compression.NONE, "gzip": compression.GZIP, "snappy": compression.SNAPPY,
+                 "lz4": compression.LZ4, "zstd": compression.ZSTD}
 
 
 @dataclass(slots=True)
@@ -211,7 +219,14 @@ def _validate_batch(buf: memoryview, produce_version: int, now_ms: int, config: 
         scan.errors.sort()
     if scan.errors:
         raise _record_errors(scan)
-    out = bytearray(buf)
+    target = TARGET_CODECS.get(config.compression_type, codec)
+    if target != codec:
+        out = bytearray(record_batch.batch_around(
+            bytes(body), count, first_ts, NO_TIMESTAMP, 0, target, CREATE_TIME, producer_id, producer_epoch,
+            base_sequence))
+        codec = target
+    else:
+        out = bytearray(buf)
     if config.timestamp_type == LOG_APPEND_TIME:
         record_batch.set_max_timestamp(out, LOG_APPEND_TIME, now_ms)
         max_ts, append_time = now_ms, now_ms
@@ -318,6 +333,7 @@ def _up_convert(buf: memoryview, now_ms: int, config: ValidationConfig) -> Valid
         if errors:
             raise RecordsError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to "
                                "invalid timestamp", errors)
+    codec = TARGET_CODECS.get(config.compression_type, codec)
     log_append = config.timestamp_type == LOG_APPEND_TIME
     max_ts = now_ms if log_append else max(stamps)
     batch = record_batch.batch_around(b"".join(encoded), len(encoded), stamps[0], max_ts, 0, codec,

@@ -182,7 +182,7 @@ async def test_move_under_produce_traffic_progresses_at_t_minus_inbound_and_live
         assert st["leader"] == 2
     await asyncio.sleep(1)
     blob = {p: partition_bytes(cluster.by_id(2), "busy", p) for p in range(parts)}
-    from protocol.records.message_set import decode_records
+    from protocol.records.records import decode_records
 
     offsets = {p: {r.offset for r in decode_records(blob[p])} for p in range(parts)}
     assert acked and all(o in offsets[p] for p, o in acked)

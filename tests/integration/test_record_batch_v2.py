@@ -221,3 +221,19 @@ async def test_v3_takes_exactly_one_v2_batch(broker) -> None:  # noqa: ANN001
         assert (await _produce_one(conn, "v2-one", legacy, 3))["error_code"] == ErrorCode.INVALID_RECORD
         assert (await _produce_one(conn, "v2-one", one + one, 3))["error_code"] == ErrorCode.INVALID_RECORD
         assert (await _produce_one(conn, "v2-one", one, 9))["base_offset"] == 0
+
+
+async def test_topic_compression_type_recompresses(broker) -> None:  # noqa: ANN001
+    await create_topic(broker, "v2-gz", 1, configs={"compression.type": "gzip"})
+    p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, linger_ms=5, enable_idempotence=False,
+                         compression_type="lz4")
+    await p.start()
+    try:
+        futures = [await p.send("v2-gz", key=b"k%d" % i, value=b"v" * i, partition=0, timestamp_ms=NOW_MS + i,
+                                headers=headers_of(i)) for i in range(100)]
+        await asyncio.gather(*futures)
+    finally:
+        await p.stop()
+    batches = stored_batches(partition_bytes(broker, "v2-gz", 0))
+    assert {b.compression_type for b in batches} == {1}  # gzip, whatever the producer used
+    assert flatten(batches) == [(i, b"k%d" % i, b"v" * i, NOW_MS + i, headers_of(i)) for i in range(100)]

@@ -19,7 +19,7 @@ from protocol.records import compression, record_batch
 from protocol.records.errors import RecordsError
 from protocol.records.message_set import build_message_set
 from protocol.records.records import decode_records, shallow_validate
-from protocol.records.validator import ValidationConfig, validate
+from protocol.records.validator import TARGET_CODECS, ValidationConfig, validate
 
 NOW = 1_700_000_100_000
 CONFIG = ValidationConfig(max_message_bytes=1 << 20)
@@ -308,3 +308,23 @@ def test_legacy_rejections() -> None:
     short = bytearray(one)
     struct.pack_into(">i", short, 8, 10)
     rejects(short, ErrorCode.CORRUPT_MESSAGE, version=2)
+
+
+@pytest.mark.parametrize("target", ["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", [compression.NONE, compression.LZ4])
+def test_topic_compression_type_recompresses_keeping_the_batch_fields(target: str, codec: int) -> None:
+    sent = kp_batch(12, codec, producer_id=4, producer_epoch=2, base_sequence=8)
+    v = validate(sent, 9, NOW, ValidationConfig(1 << 20, compression_type=target))
+    want = codec if target == "producer" else TARGET_CODECS[target]
+    assert v.codec == want and struct.unpack_from(">h", v.buffer, 21)[0] & 7 == want
+    if want == codec:
+        assert bytes(v.buffer) == sent
+    got = MemoryRecords(bytes(v.buffer)).next_batch()
+    assert (got.producer_id, got.producer_epoch, got.base_sequence) == (4, 2, 8)
+    assert [(r.offset, r.key, r.value, r.timestamp, list(r.headers)) for r in got] == [
+        (i, k, val, t, h) for i, (k, val, t, h) in enumerate(recs(12))]
+    assert shallow_validate(v.buffer)[0] == len(v.buffer)
+    legacy = validate(build_message_set([(b"k", b"v", NOW)] * 3, magic=1), 2, NOW,
+                      ValidationConfig(1 << 20, compression_type=target))
+    assert legacy.codec == (compression.NONE if target == "producer" else TARGET_CODECS[target])
+    assert [r.value for r in decode_records(legacy.buffer)] == [b"v"] * 3
