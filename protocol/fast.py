@@ -163,6 +163,12 @@ def decode_produce_request(buf: bytes | memoryview, version: int) -> dict[str, A
     return {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms, "topic_data": topics}
 
 
+_B = struct.Struct(">b")
+# (partition, [current leader epoch v9+], fetch offset, [log start offset v5+], partition max bytes)
+_FETCH_PARTITION_V0, _FETCH_PARTITION_V5, _FETCH_PARTITION_V9 = _IQI, struct.Struct(">iqqi"), struct.Struct(">iiqqi")
+_FETCH_PARTITION_V12 = struct.Struct(">iiqiqi")  # last fetched epoch after the fetch offset
+
+
 def decode_fetch_request(buf: bytes | memoryview, version: int) -> dict[str, Any]:
     """A Fetch v0-12 request body; fields a version lacks take Kafka's defaults (v12: flexible)."""
     if not 0 <= version <= 12:
@@ -180,7 +186,6 @@ def decode_fetch_request(buf: bytes | memoryview, version: int) -> dict[str, Any
         (isolation_level,) = c.unpack(_B)
     if version >= 7:
         session_id, session_epoch = c.unpack(_II)
-    # (partition, [current leader epoch], fetch offset, [log start offset], partition max bytes)
     part = _FETCH_PARTITION_V9 if version >= 9 else _FETCH_PARTITION_V5 if version >= 5 else _FETCH_PARTITION_V0
     topics = []
     for _ in range(c.count(6)):
@@ -209,12 +214,6 @@ def decode_fetch_request(buf: bytes | memoryview, version: int) -> dict[str, Any
     return {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
             "isolation_level": isolation_level, "session_id": session_id, "session_epoch": session_epoch,
             "topics": topics, "forgotten_topics_data": forgotten, "rack_id": rack_id}
-
-
-_B = struct.Struct(">b")
-# (partition, [current leader epoch v9+], fetch offset, [log start offset v5+], partition max bytes)
-_FETCH_PARTITION_V0, _FETCH_PARTITION_V5, _FETCH_PARTITION_V9 = _IQI, struct.Struct(">iqqi"), struct.Struct(">iiqqi")
-_FETCH_PARTITION_V12 = struct.Struct(">iiqiqi")  # last fetched epoch after the fetch offset
 
 
 def _compact_name(c: _Cursor) -> str:

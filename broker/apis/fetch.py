@@ -14,15 +14,20 @@ rack_id is ignored and preferred_read_replica is -1; v12 is flexible, its tagged
 NOT_LEADER_FOR_PARTITION to Fetch v0-5, whose clients do not know KAFKA_STORAGE_ERROR
 (Kafka's maybeDownConvertStorageError).
 
+Served versions: the data-path table is one Kafka release's (client-compat rule 3): Fetch 4-12
+is listed only together with Produce 3-9 (broker.apis.produce.served_versions, which waits for
+InitProducerId), as Kafka 2.8 ties both to message format v2; until then Fetch 0-3 is served
+(kafka-python infers a 2.x broker from Fetch 4+ and then needs InitProducerId).
+
 Message formats: Fetch v4+ gets the log's bytes as stored (RecordBatch v2, or magic 1 from
 older logs). A consumer fetching with v0-3 gets them down-converted when they hold anything
 newer than it reads (v0-1: magic 0, v2-3: magic 1; protocol.records.down_convert), and the
 size rules below apply to the converted bytes. Followers (replica_id >= 0) always get the
 stored bytes: replication between minibrokers stays on Fetch v3 and carries RecordBatch v2 as
 is (a departure: Kafka would down-convert a v3 follower fetch too). A ZStandard batch cannot be
-down-converted: UNSUPPORTED_COMPRESSION_TYPE for that partition (Kafka also refuses Fetch < 10 on
-topics whose compression.type is zstd; there is no topic compression.type here, and the log
-holds no zstd batches while produce refuses them).
+down-converted: UNSUPPORTED_COMPRESSION_TYPE for that partition; and, as Kafka does, a consumer
+below Fetch v10 gets UNSUPPORTED_COMPRESSION_TYPE for every partition of a topic whose
+compression.type is zstd (followers are exempt: they replicate the stored bytes).
 
 For each partition in request order the log is read up to min(partition max_bytes, what
 is left of the response limit). Until a partition has returned data, the first message or
@@ -67,6 +72,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.apis.produce import served_versions as produce_versions
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.log import KafkaStorageError, OffsetOutOfRange
@@ -79,6 +85,11 @@ from protocol.records.errors import RecordsError
 if TYPE_CHECKING:
     from broker.replication.replica_manager import Partition
 
+# Fetch's table before message format v2 (Kafka 0.10.1's data path), and the first Produce
+# version of Kafka 2.8's (message format v2) that Fetch 4-12 comes with.
+MESSAGE_FORMAT_V1_VERSIONS = (0, 3)
+RECORD_BATCH_PRODUCE_FROM = 3
+ZSTD_FETCH_FROM = 10  # KIP-110: older consumers cannot read zstd
 DEBUG_REPLICA_ID = -2
 THROTTLE_RECHECK_S = 0.05
 READ_COMMITTED = 1
@@ -90,8 +101,8 @@ def decode(buf: memoryview, version: int) -> dict[str, Any]:
     return decode_fetch_request(buf, version)
 
 
-def _read_all(ctx: RequestContext, request: dict[str, Any],
-              first_pass: bool) -> tuple[list[dict[str, Any]], int, int, bool]:
+def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
+              zstd_topics: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], int, int, bool]:
     services = ctx.services
     rm = services.replicas
     version = ctx.api_version
@@ -168,6 +179,10 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
                         held_back = True
                         _offsets(out, part)
                         continue
+            if name in zstd_topics:
+                # Kafka's maybeConvertFetchedData: a zstd topic to a consumer below Fetch v10.
+                _error(out, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+                continue
             _offsets(out, part)
             if read_committed:
                 out["aborted_transactions"] = []
@@ -213,6 +228,27 @@ def _read_all(ctx: RequestContext, request: dict[str, Any],
     return responses, total, throttled_bytes, held_back
 
 
+def _error(out: dict[str, Any], code: int) -> None:
+    out.update(error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1, records=b"")
+
+
+async def _zstd_topics(ctx: RequestContext, request: dict[str, Any]) -> frozenset[str]:
+    """Topics of a consumer's Fetch v0-9 whose compression.type is zstd (Kafka refuses them to
+    clients that predate zstd). Only topics this broker leads a requested partition of are
+    looked up: their configs are cached, so this does not reach ZooKeeper per request."""
+    if ctx.api_version >= ZSTD_FETCH_FROM or request["replica_id"] >= 0:
+        return frozenset()
+    services = ctx.services
+    out = set()
+    for topic in request["topics"]:
+        name = topic["topic"]
+        led = any((part := services.replicas.get(name, fp["partition"])) is not None
+                  and part.leader == services.broker_id for fp in topic["partitions"])
+        if led and (await services.roles.topic_configs.get(name)).get("compression.type") == "zstd":
+            out.add(name)
+    return frozenset(out)
+
+
 def _offsets(out: dict[str, Any], part: Partition) -> None:
     """The partition's offsets in an answer that is not an error: no transactions, so the last
     stable offset is the high watermark."""
@@ -236,8 +272,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
     min_bytes = request["min_bytes"]
     first_pass = True
+    zstd_topics = await _zstd_topics(ctx, request)
     while True:
-        responses, total, throttled_bytes, held_back = _read_all(ctx, request, first_pass)
+        responses, total, throttled_bytes, held_back = _read_all(ctx, request, first_pass, zstd_topics)
         first_pass = False
         remaining = deadline - time.monotonic()
         errors = any(p["error_code"] for t in responses for p in t["partitions"])
@@ -256,4 +293,12 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
         await rm.appended.wait(min(remaining, THROTTLE_RECHECK_S) if held_back else remaining)
 
 
-register(messages, handle, decode)
+def served_versions() -> tuple[int, int]:
+    """Fetch 0-12 when Produce 3-9 is served, else 0-3 (module docstring)."""
+    if produce_versions()[1] >= RECORD_BATCH_PRODUCE_FROM:
+        versions: tuple[int, int] = messages.VERSIONS
+        return versions
+    return MESSAGE_FORMAT_V1_VERSIONS
+
+
+register(messages, handle, decode, versions=served_versions())

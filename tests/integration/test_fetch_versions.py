@@ -1,14 +1,20 @@
 """Fetch 0-12 on a real broker over the wire: stored RecordBatch v2 served as is from v4, down-converted
 for v0-3 consumers, Kafka's v4+ fields, declined sessions, leader epochs; on three brokers, followers
-replicate v2 batches (headers and all) byte for byte over Fetch v3."""
+replicate v2 batches (headers and all) byte for byte over Fetch v3.
+
+Batches go in as aiokafka sends them (RecordBatch v2 inside Produce v2, stored as sent), so the
+down-conversion and replication cases run whatever table is served; the Fetch 4-12 cases skip
+until Fetch 4-12 is listed (with Produce 3-9, once InitProducerId is served)."""
 
 from __future__ import annotations
 
 import struct
 
+import pytest
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from broker.apis.fetch import served_versions
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records.records import decode_records
@@ -17,6 +23,8 @@ from tests.support.topics import create_topic
 from tests.support.wire import connect
 
 T0 = 1_700_000_000_000
+needs_fetch_v4 = pytest.mark.skipif(served_versions()[1] < 4,
+                                    reason="Fetch 4-12 is listed with Produce 3-9, once InitProducerId is served")
 
 
 def v2_batch(n: int, codec: int = 0, start: int = 0) -> bytes:
@@ -34,9 +42,9 @@ def value(i: int) -> bytes:
 
 
 async def produce_v2(conn, topic: str, batch: bytes, acks: int = 1) -> dict:  # noqa: ANN001
-    body = {"transactional_id": None, "acks": acks, "timeout_ms": 10_000,
+    body = {"acks": acks, "timeout_ms": 10_000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
-    resp = await conn.request(ApiKey.PRODUCE, 3, body)
+    resp = await conn.request(ApiKey.PRODUCE, 2, body)  # as aiokafka sends them
     part = resp["responses"][0]["partition_responses"][0]
     assert part["error_code"] == 0, part
     return part
@@ -57,6 +65,7 @@ def magics(data: bytes) -> list[int]:
     return out
 
 
+@needs_fetch_v4
 async def test_v4_to_v12_serve_stored_batches_and_kafkas_fields(broker) -> None:  # noqa: ANN001
     async with await connect(broker) as conn:
         await create_topic(conn, "fv")
@@ -98,6 +107,7 @@ async def test_old_fetch_versions_get_down_converted_records(broker) -> None:  #
             assert [r.timestamp for r in got] == ([-1] * 6 if magic == 0 else [T0 + i for i in range(2, 8)])
 
 
+@needs_fetch_v4
 async def test_sessions_are_declined_and_leader_epochs_checked(broker) -> None:  # noqa: ANN001
     async with await connect(broker) as conn:
         await create_topic(conn, "fs")
@@ -136,17 +146,24 @@ async def test_followers_replicate_v2_batches_as_stored(cluster) -> None:  # noq
     while (batch := mr.next_batch()) is not None:
         headers.extend((r.offset, r.timestamp, list(r.headers)) for r in batch)
     assert headers == [(i, T0 + i, [("h", b"x%d" % i)]) for i in range(40)]
+
+
+@needs_fetch_v4
+async def test_a_new_leader_fences_the_old_leader_epoch(cluster) -> None:  # noqa: ANN001
+    await cluster.create_topic("fence", 1, 3)
+    state = await cluster.wait_isr("fence", 0, {0, 1, 2})
+    leader = cluster.by_id(state["leader"])
     # A new leader fences a fetch that names the old leader epoch (Fetch v9+'s current_leader_epoch).
     old_epoch = state["leader_epoch"]
     leader.kill()
 
     async def new_leader() -> dict | None:
-        st = await cluster.state("frep", 0)
+        st = await cluster.state("fence", 0)
         return st if st["leader"] not in (-1, leader.broker_id) and st["leader_epoch"] > old_epoch else None
-    state = await cluster.wait_for("a new leader of frep-0", new_leader)
+    state = await cluster.wait_for("a new leader of fence-0", new_leader)
     async with await connect(cluster.by_id(state["leader"])) as conn:
         async def answer(epoch: int) -> int:
-            resp = await conn.request(ApiKey.FETCH, 11, fetch_body("frep", current_leader_epoch=epoch))
+            resp = await conn.request(ApiKey.FETCH, 11, fetch_body("fence", current_leader_epoch=epoch))
             return resp["responses"][0]["partitions"][0]["error_code"]
         async def served() -> bool:
             return await answer(state["leader_epoch"]) == 0
@@ -160,9 +177,9 @@ async def test_kip74_limits_apply_to_down_converted_sizes(broker) -> None:  # no
         await create_topic(conn, "fk74", 2)
         batch = v2_batch(10)
         for p in (0, 1):
-            body = {"transactional_id": None, "acks": 1, "timeout_ms": 10_000,
+            body = {"acks": 1, "timeout_ms": 10_000,
                     "topic_data": [{"name": "fk74", "partition_data": [{"index": p, "records": batch}]}]}
-            resp = await conn.request(ApiKey.PRODUCE, 3, body)
+            resp = await conn.request(ApiKey.PRODUCE, 2, body)
             assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
         stored = len(batch)
         message = 12 + 4 + 1 + 1 + 8 + 4 + 2 + 4 + len(value(0))  # a magic-1 entry of k0/value(0)
@@ -179,3 +196,29 @@ async def test_kip74_limits_apply_to_down_converted_sizes(broker) -> None:  # no
         assert len(second) <= limit and len(second) + message > limit
         assert [(r.offset, r.value) for r in got] == [(i, value(i)) for i in range(len(got))]
         assert magics(second) == [1] * len(got)
+
+
+@needs_fetch_v4
+async def test_zstd_reaches_only_consumers_that_know_it(broker) -> None:  # noqa: ANN001
+    async with await connect(broker) as conn:
+        await create_topic(conn, "fz", configs={"compression.type": "zstd"})
+        await create_topic(conn, "fzp")  # compression.type producer: the batch decides
+        for topic in ("fz", "fzp"):
+            body = {"transactional_id": None, "acks": 1, "timeout_ms": 10_000,
+                    "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": v2_batch(5, codec=4)}]}]}
+            resp = await conn.request(ApiKey.PRODUCE, 7, body)
+            assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+
+        async def answer(topic: str, version: int) -> dict:
+            resp = await conn.request(ApiKey.FETCH, version, fetch_body(topic))
+            return resp["responses"][0]["partitions"][0]
+        for version in (10, 12):
+            for topic in ("fz", "fzp"):
+                p = await answer(topic, version)
+                assert p["error_code"] == 0 and [r.offset for r in decode_records(p["records"])] == list(range(5))
+        # Kafka refuses a zstd topic to consumers below Fetch v10, and zstd cannot be down-converted.
+        for version in (3, 4, 9):
+            p = await answer("fz", version)
+            assert (p["error_code"], p["records"]) == (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""), version
+        assert (await answer("fzp", 3))["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        assert magics((await answer("fzp", 9))["records"]) == [2]
