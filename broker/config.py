@@ -140,6 +140,8 @@ class BrokerConfig:
     metrics_listener: str | None = None
     replication_throttle_leftover_warn_ms: int = 300000
     unknown_keys: list[str] = field(default_factory=list)
+    # The known keys as given (file and overrides): DescribeConfigs names them STATIC_BROKER_CONFIG.
+    given: dict[str, str] = field(default_factory=dict)
 
     @property
     def advertised(self) -> Listener:
@@ -240,6 +242,7 @@ def build_config(props: dict[str, str], overrides: Iterable[str] = ()) -> Broker
         attr, parse = spec
         assert attr in names
         setattr(cfg, attr, parse(key, raw))
+        cfg.given[key] = raw
     if "broker.id" not in merged:
         raise ConfigError("broker.id", "", "required")
     if cfg.max_connections_per_ip == 0 and not cfg.max_connections_per_ip_overrides:
@@ -250,3 +253,25 @@ def build_config(props: dict[str, str], overrides: Iterable[str] = ()) -> Broker
 
 def load_config(path: Path, overrides: Iterable[str] = ()) -> BrokerConfig:
     return build_config(read_properties(path), overrides)
+
+
+def _as_string(value: object) -> str | None:
+    """A parsed value back in server.properties form (Kafka's ConfigDef.convertToString)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Listener):
+        return f"{value.name}://{value.host}:{value.port}"
+    if isinstance(value, list):
+        return ",".join(s for s in (_as_string(v) for v in value) if s is not None)
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{v}" for k, v in value.items())
+    return str(value)
+
+
+def current_value(cfg: BrokerConfig, key: str) -> str | None:
+    """A known key's value as DescribeConfigs shows it: as given, else the parsed default as a string."""
+    if key in cfg.given:
+        return cfg.given[key]
+    return _as_string(getattr(cfg, _PARSERS[key][0]))

@@ -11,6 +11,7 @@ import structlog
 
 from broker.apis import ALL_APIS
 from broker.apis.admin import Admin
+from broker.apis.config_admin import ConfigAdmin
 from broker.broker_metrics import register_quota_gauges, register_replication_gauges
 from broker.config import BrokerConfig
 from broker.config_apply import ConfigApplier
@@ -29,6 +30,7 @@ from broker.replication.throttles import ReplicationThrottles
 from broker.signal import Signal
 from broker.zk import layout as L
 from broker.zk.client import NodeExistsError, NoNodeError, ZkClient
+from broker.zk.cluster_id import get_or_create_cluster_id
 from broker.zk.dynamic_config import DynamicConfigManager
 from broker.zk.topic_configs import TopicConfigs
 from quotas.client import ClientQuotaManager
@@ -72,6 +74,7 @@ class Broker:
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable)
         self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,
                            self.metadata_updated)
+        self.config_admin = ConfigAdmin(self.zk, config, self.metadata)
         self.dispatcher = Dispatcher(self, ALL_APIS)
         lst = config.listeners[0]
         limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip,
@@ -79,6 +82,7 @@ class Broker:
                                   config.queued_max_request_bytes)
         self.listener = Listener(self.dispatcher, lst.host, lst.port, config.socket_request_max_bytes, limits)
         self._metrics_server: asyncio.Server | None = None
+        self._cluster_id = ""  # read from /cluster/id at start, before the listener opens
         self.metrics_url: str | None = None
         self._leftover_task: asyncio.Task[None] | None = None
         register_replication_gauges(self.metrics, self.replicas, self.throttles)
@@ -91,7 +95,7 @@ class Broker:
 
     @property
     def cluster_id(self) -> str:
-        return "minibroker"
+        return self._cluster_id
 
     def metadata_changed(self) -> None:
         self.metadata_updated.fire()
@@ -144,6 +148,8 @@ class Broker:
         await self.zk.start(timeout=self.config.zookeeper_session_timeout_ms / 1000 + 10)
         for path in L.PERSISTENT_PATHS:
             await self.zk.ensure_path(path)
+        self._cluster_id = await get_or_create_cluster_id(self.zk)
+        log.info("broker.cluster_id", cluster_id=self._cluster_id)
         await self.listener.start()
         self.replicas.start()
         # Configs first, registration second (as Kafka's start-up does): registering makes the

@@ -66,8 +66,10 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_FOR_MESSAGE_FORMAT = (43, False)
     POLICY_VIOLATION = (44, False)
     KAFKA_STORAGE_ERROR = (56, True)
+    LISTENER_NOT_FOUND = (72, True)
     STALE_BROKER_EPOCH = (77, False)
     THROTTLING_QUOTA_EXCEEDED = (89, True)
+    UNKNOWN_TOPIC_ID = (100, True)
 
     @classmethod
     def name_of(cls, code: int) -> str:
