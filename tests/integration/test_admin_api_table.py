@@ -14,7 +14,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from tests.support.topics import create_topic
 from tests.support.waiting import wait_for
-from tests.support.wire import connect
+from tests.support.wire import connect, produce
 from tests.support.zookeeper import zk_connect
 
 INT32_MIN = -(1 << 31)
@@ -270,3 +270,26 @@ async def test_oversize_array_closes_only_that_connection(broker, zk_server) -> 
             {"resource_type": TOPIC, "resource_name": "keep", "configuration_keys": ["retention.ms"]}]})
         assert resp["results"][0]["configs"][0]["value"] == "100"
     await wait_for("the broker still logs the bad frames only", lambda: "request.malformed" in broker.log())
+
+
+async def test_topic_config_from_the_api_is_enforced_by_the_broker(broker) -> None:  # noqa: ANN001
+    """IncrementalAlterConfigs writes the znode; the broker's config watch applies it to its partitions."""
+    async with await connect(broker) as conn:
+        await create_topic(conn, "misr")
+        assert (await produce(conn, "misr", 0, [(b"k", b"v")], acks=-1))["error_code"] == 0
+        resp = await conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": TOPIC, "resource_name": "misr", "configs": [
+                {"name": "min.insync.replicas", "config_operation": SET, "value": "2"}]}], "validate_only": False})
+        assert resp["responses"][0]["error_code"] == 0
+
+        async def refused() -> bool:
+            r = await produce(conn, "misr", 0, [(b"k", b"v")], acks=-1)
+            return r["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+        await wait_for("min.insync.replicas=2 in force on an RF 1 topic", refused)
+        resp = await conn.request(ApiKey.ALTER_CONFIGS, 2, {"resources": [
+            {"resource_type": TOPIC, "resource_name": "misr", "configs": []}], "validate_only": False})
+        assert resp["responses"][0]["error_code"] == 0
+
+        async def accepted() -> bool:
+            return (await produce(conn, "misr", 0, [(b"k", b"v")], acks=-1))["error_code"] == 0
+        await wait_for("the override removed", accepted)
