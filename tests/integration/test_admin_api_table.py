@@ -266,6 +266,16 @@ async def test_oversize_array_closes_only_that_connection(broker, zk_server) -> 
             body = struct.pack(">ib", 1, TOPIC) + struct.pack(">h", 4) + b"keep" + struct.pack(">i", 0x7FFFFFFF)
             s.sendall(_frame(ApiKey.ALTER_CONFIGS, 0, body))
             assert s.recv(100) == b""
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
+            # AlterConfigs v0 with a null resource name (a non-nullable string, as in Kafka's schema)
+            s.sendall(_frame(ApiKey.ALTER_CONFIGS, 0, struct.pack(">ibh", 1, TOPIC, -1) + struct.pack(">ib", 0, 0)))
+            assert s.recv(100) == b""
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
+            # IncrementalAlterConfigs v1 (flexible: request header v2) with a null config name (compact length 0)
+            head = struct.pack(">hhih", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, 1, 1) + b"t" + b"\x00"
+            body = b"\x02" + struct.pack(">b", TOPIC) + b"\x05keep" + b"\x02" + b"\x00" + b"\x00" + b"\x021" + b"\x00"
+            s.sendall(struct.pack(">i", len(head) + len(body) + 3) + head + body + b"\x00\x00\x00")
+            assert s.recv(100) == b""
         resp = await other.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
             {"resource_type": TOPIC, "resource_name": "keep", "configuration_keys": ["retention.ms"]}]})
         assert resp["results"][0]["configs"][0]["value"] == "100"
