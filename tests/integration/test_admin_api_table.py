@@ -4,6 +4,7 @@ one real broker on a real ZooKeeper, the project's own client (so every version 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import struct
@@ -12,6 +13,7 @@ import uuid
 from broker.config_catalog import ConfigSource, ConfigType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from tests.support.tools import configs
 from tests.support.topics import create_topic
 from tests.support.waiting import wait_for
 from tests.support.wire import connect, produce
@@ -303,3 +305,39 @@ async def test_topic_config_from_the_api_is_enforced_by_the_broker(broker) -> No
         async def accepted() -> bool:
             return (await produce(conn, "misr", 0, [(b"k", b"v")], acks=-1))["error_code"] == 0
         await wait_for("the override removed", accepted)
+
+
+async def test_the_api_and_minibroker_configs_share_one_znode_and_one_validation(broker, zk_server) -> None:  # noqa: ANN001
+    async with await connect(broker) as conn:
+        await create_topic(conn, "shared")
+        r = await asyncio.to_thread(configs, zk_server.connect_string, "--entity-type", "topics", "--entity-name",
+                                    "shared", "--alter", "--add-config", "leader.replication.throttled.replicas=[0:0,1:0]")
+        assert r.returncode == 0, r.stderr
+
+        async def described() -> str | None:
+            resp = await conn.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+                {"resource_type": TOPIC, "resource_name": "shared",
+                 "configuration_keys": ["leader.replication.throttled.replicas"]}]})
+            entry = resp["results"][0]["configs"][0]
+            return entry["value"] if entry["config_source"] == ConfigSource.DYNAMIC_TOPIC_CONFIG else None
+        assert await described() == "0:0,1:0"
+
+        resp = await conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": TOPIC, "resource_name": "shared", "configs": [
+                {"name": "retention.bytes", "config_operation": SET, "value": "123456"}]}], "validate_only": False})
+        assert resp["responses"][0]["error_code"] == 0
+        r = await asyncio.to_thread(configs, zk_server.connect_string, "--entity-type", "topics", "--entity-name",
+                                    "shared", "--describe")
+        assert "leader.replication.throttled.replicas=0:0,1:0" in r.stdout and "retention.bytes=123456" in r.stdout
+
+        # a value the CLI refuses, the API refuses too (and neither writes)
+        r = await asyncio.to_thread(configs, zk_server.connect_string, "--entity-type", "topics", "--entity-name",
+                                    "shared", "--alter", "--add-config", "retention.bytes=-7")
+        assert r.returncode != 0 and "retention.bytes" in r.stderr
+        resp = await conn.request(ApiKey.ALTER_CONFIGS, 2, {"resources": [
+            {"resource_type": TOPIC, "resource_name": "shared",
+             "configs": [{"name": "retention.bytes", "value": "-7"}]}], "validate_only": False})
+        assert resp["responses"][0]["error_code"] == ErrorCode.INVALID_REQUEST
+        assert "retention.bytes" in resp["responses"][0]["error_message"]
+        assert (await _znode(zk_server, "/config/topics/shared"))["config"] == {
+            "leader.replication.throttled.replicas": "0:0,1:0", "retention.bytes": "123456"}
