@@ -174,6 +174,8 @@ class BrokerConfig:
     # (LogManager's maxPidExpirationMs); producer.id.expiration.ms only came with Kafka 3.x.
     transactional_id_expiration_ms: int = 604800000
     unknown_keys: list[str] = field(default_factory=list)
+    # The known keys as given (file and overrides): DescribeConfigs names them STATIC_BROKER_CONFIG.
+    given: dict[str, str] = field(default_factory=dict)
 
     @property
     def advertised_endpoints(self) -> list[Listener]:
@@ -304,6 +306,7 @@ def _build(merged: dict[str, str]) -> BrokerConfig:
         attr, parse = spec
         assert attr in names
         setattr(cfg, attr, parse(key, raw))
+        cfg.given[key] = raw
     if "broker.id" not in merged:
         raise ConfigError("broker.id", "", "required")
     if cfg.max_connections_per_ip == 0 and not cfg.max_connections_per_ip_overrides:
@@ -349,3 +352,25 @@ def _check_listeners(cfg: BrokerConfig, merged: dict[str, str]) -> None:
 
 def load_config(path: Path, overrides: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> BrokerConfig:
     return build_config(read_properties(path), overrides, environ)
+
+
+def _as_string(value: object) -> str | None:
+    """A parsed value back in server.properties form (Kafka's ConfigDef.convertToString)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Listener):
+        return f"{value.name}://{value.host}:{value.port}"
+    if isinstance(value, list):
+        return ",".join(s for s in (_as_string(v) for v in value) if s is not None)
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{v}" for k, v in value.items())
+    return str(value)
+
+
+def current_value(cfg: BrokerConfig, key: str) -> str | None:
+    """A known key's value as DescribeConfigs shows it: as given, else the parsed default as a string."""
+    if key in cfg.given:
+        return cfg.given[key]
+    return _as_string(getattr(cfg, _PARSERS[key][0]))

@@ -13,6 +13,7 @@ import structlog
 
 from broker.apis import ALL_APIS
 from broker.apis.admin import Admin
+from broker.apis.config_admin import ConfigAdmin
 from broker.broker_metrics import register_quota_gauges, register_replication_gauges
 from broker.config import BrokerConfig
 from broker.config_apply import ConfigApplier
@@ -32,6 +33,7 @@ from broker.replication.throttles import ReplicationThrottles
 from broker.signal import Signal
 from broker.zk import layout as L
 from broker.zk.client import NodeExistsError, NoNodeError, ZkClient, ZkUnavailable
+from broker.zk.cluster_id import get_or_create_cluster_id
 from broker.zk.dynamic_config import DynamicConfigManager
 from broker.zk.producer_ids import ProducerIdManager
 from broker.zk.topic_configs import TopicConfigs
@@ -78,6 +80,7 @@ class Broker:
         self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,
                            self.metadata_updated)
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
+        self.config_admin = ConfigAdmin(self.zk, config, self.metadata)
         self.dispatcher = Dispatcher(self, ALL_APIS)
         # Every named listener is bound; each has its own connection limits (departure: Kafka
         # counts max.connections across listeners).
@@ -90,6 +93,7 @@ class Broker:
         self.listener = self.listeners[0]
         self.health = HealthFile(os.environ.get(HEALTH_FILE_ENV))
         self._metrics_server: asyncio.Server | None = None
+        self._cluster_id = ""  # read from /cluster/id at start, before the listener opens
         self.metrics_url: str | None = None
         self._leftover_task: asyncio.Task[None] | None = None
         register_replication_gauges(self.metrics, self.replicas, self.throttles)
@@ -102,7 +106,7 @@ class Broker:
 
     @property
     def cluster_id(self) -> str:
-        return "minibroker"
+        return self._cluster_id
 
     def metadata_changed(self) -> None:
         self.metadata_updated.fire()
@@ -184,6 +188,8 @@ class Broker:
         await self._connect_zookeeper()
         for path in L.PERSISTENT_PATHS:
             await self.zk.ensure_path(path)
+        self._cluster_id = await get_or_create_cluster_id(self.zk)
+        log.info("broker.cluster_id", cluster_id=self._cluster_id)
         for listener in self.listeners:
             await listener.start()
         self.replicas.start()

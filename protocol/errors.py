@@ -77,9 +77,11 @@ class ErrorCode(IntEnum):
     FENCED_LEADER_EPOCH = (74, True)
     UNKNOWN_LEADER_EPOCH = (75, True)
     UNSUPPORTED_COMPRESSION_TYPE = (76, False)
+    LISTENER_NOT_FOUND = (72, True)
     STALE_BROKER_EPOCH = (77, False)
     INVALID_RECORD = (87, False)
     THROTTLING_QUOTA_EXCEEDED = (89, True)
+    UNKNOWN_TOPIC_ID = (100, True)
 
     @classmethod
     def name_of(cls, code: int) -> str:

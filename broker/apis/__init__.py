@@ -4,12 +4,16 @@ ALL_APIS is what is registered, by key: the dispatcher serves it and ApiVersions
 """
 
 from broker.apis import (  # noqa: F401  (imported to register)
+    alter_configs,
     api_versions,
     controlled_shutdown,
     create_partitions,
     create_topics,
     delete_topics,
+    describe_cluster,
+    describe_configs,
     fetch,
+    incremental_alter_configs,
     init_producer_id,
     leader_and_isr,
     list_offsets,

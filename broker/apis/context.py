@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from broker.apis.admin import Admin
+    from broker.apis.config_admin import ConfigAdmin
     from broker.config import BrokerConfig
     from broker.controller.controller import Controller
     from broker.metadata import MetadataCache
@@ -65,6 +66,10 @@ class BrokerServices(Protocol):
     def admin(self) -> Admin: ...
     @property
     def controller(self) -> Controller: ...
+
+    # Config resources (Describe/Alter/IncrementalAlterConfigs), written as `minibroker configs` does.
+    @property
+    def config_admin(self) -> ConfigAdmin: ...
 
 
 class DispatchHost(BrokerServices, Protocol):

@@ -1,4 +1,4 @@
-"""CreateTopics, versions 0-6.
+"""CreateTopics, versions 0-7.
 
 Each topic is validated on its own and answered with Kafka's code (INVALID_TOPIC_EXCEPTION,
 TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
@@ -11,6 +11,9 @@ mutation quota (broker.apis.mutation_quota; strict from v6, permissive before).
 A topic with a partition that only this broker hosts, while this broker's log directory is
 offline, is answered KAFKA_STORAGE_ERROR (naming the directory) instead of waiting for a leader
 that cannot come.
+From v5 a created (or validated) topic is answered with its partition count, replication factor
+and every topic config with its value and source (Kafka's createTopicConfigEntry, no synonyms);
+v7's topic_id is the zero UUID (this broker, like a ZooKeeper Kafka before topic ids, has none).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from broker.apis.admin import AdminError, TopicSpec
 from broker.apis.mutation_quota import MutationQuota
 from broker.apis.registry import register
+from broker.config_catalog import topic_entries
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
 from protocol.messages import create_topics as messages
@@ -44,8 +48,13 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             res["error_code"] = ErrorCode.INVALID_REQUEST
             res["error_message"] = f"Create topics request from client contains multiple entries for topic {name}"
             continue
+        nulls = [c["name"] for c in t.get("configs") or [] if c["value"] is None]
+        if nulls:
+            res["error_code"] = ErrorCode.INVALID_REQUEST
+            res["error_message"] = f"Null value not supported for topic configs : {','.join(nulls)}"
+            continue
         assignment = {a["partition_index"]: list(a["broker_ids"]) for a in t.get("assignments") or []}
-        configs = {c["name"]: c["value"] for c in t.get("configs") or [] if c["value"] is not None}
+        configs = {c["name"]: c["value"] for c in t.get("configs") or []}
         spec = TopicSpec(name, t["num_partitions"], t["replication_factor"], assignment or None, configs)
         try:
             plan = await admin.validate_new_topic(spec)
@@ -58,6 +67,8 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                     only_here.add(name)
             res["num_partitions"] = len(plan)
             res["replication_factor"] = len(next(iter(plan.values())))
+            res["configs"] = [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                              for e in topic_entries(configs, ctx.services.config, include_synonyms=False)]
         except AdminError as e:
             res["error_code"] = e.code
             res["error_message"] = e.message

@@ -1,64 +1,111 @@
-"""Metadata, versions 0-2 (Kafka 0.10.1's table), answered from the metadata cache.
+"""Metadata, versions 0-11 (Kafka 2.8), answered from the metadata cache.
 
 v0: an empty topic list means all topics; v1+: null means all, empty means none.
-Unknown topics are auto-created when `auto.create.topics.enable` is true and the name is
-legal, and answered LEADER_NOT_AVAILABLE until their partitions have leaders, as Kafka
-does. Illegal names get INVALID_TOPIC_EXCEPTION.
+Unknown topics are auto-created when `auto.create.topics.enable` is true, the request allows it
+(v4+ allow_auto_topic_creation, default true) and it names its topics, and are answered
+LEADER_NOT_AVAILABLE until their partitions have leaders, as Kafka does; otherwise
+UNKNOWN_TOPIC_OR_PARTITION. Illegal names get INVALID_TOPIC_EXCEPTION.
+As Kafka's MetadataCache: v0 lists only live replicas and answers REPLICA_NOT_AVAILABLE when one
+is down; v1+ lists every replica with no error. A partition whose leader is not alive is
+LEADER_NOT_AVAILABLE with leader -1. leader_epoch (v7+) is the one the controller last sent
+(from the partition's state znode). Authorized operations (v8+) are INT32_MIN unless asked for,
+then every operation Kafka supports on the resource (there is no authorizer yet).
+v10+: topic ids are the zero UUID (this broker has none); a request naming a topic by id or
+with a null name fails with INVALID_REQUEST on every topic, as Kafka 2.8 does.
+Departure: offline_replicas (v5+) is always empty: UpdateMetadata v0-2 does not carry it.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from broker.apis.admin import AdminError, TopicSpec
+from broker.apis.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.metadata import topic_name_error
 from protocol.errors import ErrorCode
 from protocol.messages import metadata as messages
 
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def live_brokers(ctx: RequestContext) -> list[dict[str, Any]]:
+    """The live brokers at their endpoints on the listener this client connected to, as Kafka
+    does (MetadataCache.getAliveEndpoints); a broker without one there is left out. The one
+    place Metadata and DescribeCluster choose advertised endpoints."""
+    return [{"node_id": bid, "host": host, "port": port, "rack": rack}
+            for bid, host, port, rack in ctx.services.metadata.endpoints_for(ctx.conn.listener_name)]
+
+
+def _invalid(request: dict[str, Any], message: str) -> dict[str, Any]:
+    topics = [{"error_code": ErrorCode.INVALID_REQUEST, "name": t["name"] or "", "partitions": []}
+              for t in request.get("topics") or []]
+    return {"brokers": [], "cluster_id": None, "controller_id": -1, "topics": topics}
+
+
+async def _unknown_topic(ctx: RequestContext, name: str, auto_create: bool) -> dict[str, Any]:
+    if topic_name_error(name) is not None:
+        return {"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []}
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if auto_create:
+        try:
+            await ctx.services.admin.create_topic(TopicSpec(name, -1, -1, None, {}))
+            code = ErrorCode.LEADER_NOT_AVAILABLE
+        except AdminError as e:
+            code = ErrorCode.LEADER_NOT_AVAILABLE if e.code == ErrorCode.TOPIC_ALREADY_EXISTS else e.code
+    return {"error_code": code, "name": name, "partitions": []}
+
+
+def _partitions(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
+    md = ctx.services.metadata
+    only_live = ctx.api_version == 0  # Kafka's errorUnavailableEndpoints
+    out = []
+    for p, info in sorted(md.topics[name].items()):
+        replicas = [b for b in info.replicas if b in md.brokers] if only_live else list(info.replicas)
+        isr = [b for b in info.isr if b in md.brokers] if only_live else list(info.isr)
+        entry = {"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": info.leader,
+                 "leader_epoch": info.leader_epoch, "replica_nodes": replicas, "isr_nodes": isr,
+                 "offline_replicas": []}
+        if info.leader < 0 or info.leader not in md.brokers:
+            entry["error_code"] = ErrorCode.LEADER_NOT_AVAILABLE
+            entry["leader_id"] = -1
+        elif len(replicas) < len(info.replicas) or len(isr) < len(info.isr):
+            entry["error_code"] = ErrorCode.REPLICA_NOT_AVAILABLE
+        out.append(entry)
+    return out
+
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     services = ctx.services
     md = services.metadata
     requested = request.get("topics")
-    if requested is None or (ctx.api_version == 0 and not requested):
-        names = sorted(md.topics)
-    else:
-        names = [t["name"] for t in requested]
+    all_topics = requested is None or (ctx.api_version == 0 and not requested)
+    if not all_topics:
+        for t in requested or []:
+            if t["name"] is None:
+                return _invalid(request, f"Topic name can not be null for version {ctx.api_version}")
+            if t.get("topic_id") not in (None, ZERO_UUID):
+                return _invalid(request, f"Topic IDs are not supported in requests for version {ctx.api_version}")
+    names = sorted(md.topics) if all_topics else [t["name"] for t in requested or []]
+    auto_create = (services.config.auto_create_topics_enable and bool(request.get("allow_auto_topic_creation", True))
+                   and not all_topics)
+    with_topic_ops = bool(request.get("include_topic_authorized_operations", False))
     topics = []
     for name in names:
-        parts = md.topics.get(name)
-        if parts is None:
-            if topic_name_error(name) is not None:
-                topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []})
-                continue
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if services.config.auto_create_topics_enable:
-                try:
-                    await services.admin.create_topic(TopicSpec(name, -1, -1, None, {}))
-                    code = ErrorCode.LEADER_NOT_AVAILABLE
-                except AdminError as e:
-                    code = ErrorCode.LEADER_NOT_AVAILABLE if e.code == ErrorCode.TOPIC_ALREADY_EXISTS else e.code
-            topics.append({"error_code": code, "name": name, "partitions": []})
-            continue
-        partitions = []
-        for p in sorted(parts):
-            info = parts[p]
-            if info.leader < 0 or info.leader not in md.brokers:
-                partitions.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": p,
-                                   "leader_id": -1, "replica_nodes": info.replicas, "isr_nodes": info.isr})
-                continue
-            live = [b for b in info.replicas if b in md.brokers]
-            code = ErrorCode.NONE if len(live) == len(info.replicas) else ErrorCode.REPLICA_NOT_AVAILABLE
-            partitions.append({"error_code": code, "partition_index": p, "leader_id": info.leader,
-                               "replica_nodes": info.replicas if code == 0 else live, "isr_nodes": info.isr})
-        topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": partitions})
-    # The endpoints of the listener this client connected to (Kafka's behaviour).
-    brokers = [{"node_id": bid, "host": host, "port": port, "rack": rack}
-               for bid, host, port, rack in md.endpoints_for(ctx.conn.listener_name)]
-    return {"brokers": brokers, "cluster_id": services.cluster_id, "controller_id": md.controller_id,
-            "topics": topics}
+        if name not in md.topics:
+            topic = await _unknown_topic(ctx, name, auto_create)
+        else:
+            topic = {"error_code": ErrorCode.NONE, "name": name, "is_internal": False,
+                     "partitions": _partitions(ctx, name)}
+        topic["topic_id"] = ZERO_UUID
+        topic["topic_authorized_operations"] = TOPIC_OPERATIONS if with_topic_ops else NOT_REQUESTED
+        topics.append(topic)
+    with_cluster_ops = bool(request.get("include_cluster_authorized_operations", False))
+    return {"throttle_time_ms": 0, "brokers": live_brokers(ctx), "cluster_id": services.cluster_id,
+            "controller_id": md.controller_id, "topics": topics,
+            "cluster_authorized_operations": CLUSTER_OPERATIONS if with_cluster_ops else NOT_REQUESTED}
 
 
 register(messages, handle)

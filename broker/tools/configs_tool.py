@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 
-from broker.tools.config_writer import alter_entity, read_entity
 from broker.tools.tool_support import ToolError, connect_zk, fail
 from broker.zk.config_entities import (
     CLIENTS,
@@ -19,6 +18,7 @@ from broker.zk.config_entities import (
     sanitize,
     split_config_list,
 )
+from broker.zk.config_writer import alter_entity, read_entity
 
 _fail = fail
 

@@ -50,7 +50,6 @@ from broker.controller.reassign_plan import (
     throttle_lists,
     validate,
 )
-from broker.tools.config_writer import alter_entity, read_entity
 from broker.tools.tool_support import ToolError, connect_zk, fail
 from broker.zk import layout as L
 from broker.zk.client import NoNodeError, ZkClient
@@ -62,6 +61,7 @@ from broker.zk.config_entities import (
     LEADER_REPLICAS,
 )
 from broker.zk.config_entities import InvalidConfig as _InvalidConfig
+from broker.zk.config_writer import alter_entity, read_entity
 
 TP = tuple[str, int]
 

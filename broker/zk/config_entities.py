@@ -33,6 +33,10 @@ class InvalidConfig(ValueError):
         self.key = key
 
 
+class UnknownConfig(InvalidConfig):
+    """A key the entity type does not serve (Kafka: "Unknown topic config name"), as opposed to a bad value."""
+
+
 def _long(key: str, value: str, minimum: int = 0) -> int:
     try:
         v = int(value.strip())
@@ -113,7 +117,7 @@ def validate(entity_type: str, config: dict[str, str]) -> dict[str, object]:
     for key, value in config.items():
         check = known.get(key)
         if check is None:
-            raise InvalidConfig(key, value, f"unknown {entity_type} config")
+            raise UnknownConfig(key, value, f"unknown {entity_type} config")
         out[key] = check(key, value)
     return out
 

@@ -1,7 +1,7 @@
-"""ApiVersions (key 18), versions 0-3: request and response fields.
+"""ApiVersions (key 18), versions 0-3: request and response fields, as in Kafka 2.8.
 
-Declared from Kafka's ApiVersionsRequest.json and ApiVersionsResponse.json; fields that only exist
-in later versions are left out. Field names are Kafka's, in snake_case.
+Declared from Kafka 2.8.2's ApiVersionsRequest.json and ApiVersionsResponse.json (every field of every
+version, tagged fields included). Field names are Kafka's, in snake_case.
 """
 
 from protocol.api_keys import ApiKey
@@ -37,5 +37,4 @@ RESPONSE = (
         F('max_version_level', 'int16', (3, 3)),
         F('min_version_level', 'int16', (3, 3)),
     )),
-    F('zk_migration_ready', 'bool', (3, 3), default=False, tag=3),
 )

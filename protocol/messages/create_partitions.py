@@ -1,7 +1,7 @@
-"""CreatePartitions (key 37), versions 0-3: request and response fields.
+"""CreatePartitions (key 37), versions 0-3: request and response fields, as in Kafka 2.8.
 
-Declared from Kafka's CreatePartitionsRequest.json and CreatePartitionsResponse.json; fields that only exist
-in later versions are left out. Field names are Kafka's, in snake_case.
+Declared from Kafka 2.8.2's CreatePartitionsRequest.json and CreatePartitionsResponse.json (every field of every
+version, tagged fields included). Field names are Kafka's, in snake_case.
 """
 
 from protocol.api_keys import ApiKey
@@ -30,6 +30,6 @@ RESPONSE = (
     F('results', '[]struct', (0, 3), fields=(
         F('name', 'string', (0, 3)),
         F('error_code', 'int16', (0, 3)),
-        F('error_message', 'string', (0, 3), nullable=(0, 3), default=None),
+        F('error_message', 'string', (0, 3), nullable=(0, 3)),
     )),
 )

@@ -9,16 +9,21 @@ declared versions; a field missing from some of those versions is NotRequired. S
 TypedDicts named after their path (FetchRequest.topics[] is FetchRequestTopic).
 """
 
+import uuid
 from collections.abc import Mapping
 from typing import Generic, NotRequired, TypedDict, TypeVar
 
 from protocol.messages import (
+    alter_configs,
     api_versions,
     controlled_shutdown,
     create_partitions,
     create_topics,
     delete_topics,
+    describe_cluster,
+    describe_configs,
     fetch,
+    incremental_alter_configs,
     init_producer_id,
     leader_and_isr,
     list_offsets,
@@ -244,19 +249,23 @@ class ListOffsetsResponse(TypedDict):
     topics: list[ListOffsetsResponseTopic]
 
 
-# ---- Metadata (key 3), versions 0-2 --------------------------------------------------------------
+# ---- Metadata (key 3), versions 0-11 -------------------------------------------------------------
 
 
 class MetadataRequestTopic(TypedDict):
     """An element of MetadataRequest.topics[]."""
 
-    name: str
+    topic_id: NotRequired[uuid.UUID]
+    name: str | None
 
 
 class MetadataRequest(TypedDict):
-    """Metadata request, versions 0-2."""
+    """Metadata request, versions 0-11."""
 
     topics: list[MetadataRequestTopic] | None
+    allow_auto_topic_creation: NotRequired[bool]
+    include_cluster_authorized_operations: NotRequired[bool]
+    include_topic_authorized_operations: NotRequired[bool]
 
 
 class MetadataResponseBroker(TypedDict):
@@ -274,8 +283,10 @@ class MetadataResponseTopicPartition(TypedDict):
     error_code: int
     partition_index: int
     leader_id: int
+    leader_epoch: NotRequired[int]
     replica_nodes: list[int]
     isr_nodes: list[int]
+    offline_replicas: NotRequired[list[int]]
 
 
 class MetadataResponseTopic(TypedDict):
@@ -283,17 +294,21 @@ class MetadataResponseTopic(TypedDict):
 
     error_code: int
     name: str
+    topic_id: NotRequired[uuid.UUID]
     is_internal: NotRequired[bool]
     partitions: list[MetadataResponseTopicPartition]
+    topic_authorized_operations: NotRequired[int]
 
 
 class MetadataResponse(TypedDict):
-    """Metadata response, versions 0-2."""
+    """Metadata response, versions 0-11."""
 
+    throttle_time_ms: NotRequired[int]
     brokers: list[MetadataResponseBroker]
     cluster_id: NotRequired[str | None]
     controller_id: NotRequired[int]
     topics: list[MetadataResponseTopic]
+    cluster_authorized_operations: NotRequired[int]
 
 
 # ---- LeaderAndIsr (key 4), versions 0-2 ----------------------------------------------------------
@@ -550,10 +565,9 @@ class ApiVersionsResponse(TypedDict):
     supported_features: NotRequired[list[ApiVersionsResponseSupportedFeature]]
     finalized_features_epoch: NotRequired[int]
     finalized_features: NotRequired[list[ApiVersionsResponseFinalizedFeature]]
-    zk_migration_ready: NotRequired[bool]
 
 
-# ---- CreateTopics (key 19), versions 0-6 ---------------------------------------------------------
+# ---- CreateTopics (key 19), versions 0-7 ---------------------------------------------------------
 
 
 class CreateTopicsRequestTopicAssignment(TypedDict):
@@ -581,7 +595,7 @@ class CreateTopicsRequestTopic(TypedDict):
 
 
 class CreateTopicsRequest(TypedDict):
-    """CreateTopics request, versions 0-6."""
+    """CreateTopics request, versions 0-7."""
 
     topics: list[CreateTopicsRequestTopic]
     timeout_ms: int
@@ -602,6 +616,7 @@ class CreateTopicsResponseTopic(TypedDict):
     """An element of CreateTopicsResponse.topics[]."""
 
     name: str
+    topic_id: NotRequired[uuid.UUID]
     error_code: int
     error_message: NotRequired[str | None]
     topic_config_error_code: NotRequired[int]
@@ -611,32 +626,41 @@ class CreateTopicsResponseTopic(TypedDict):
 
 
 class CreateTopicsResponse(TypedDict):
-    """CreateTopics response, versions 0-6."""
+    """CreateTopics response, versions 0-7."""
 
     throttle_time_ms: NotRequired[int]
     topics: list[CreateTopicsResponseTopic]
 
 
-# ---- DeleteTopics (key 20), versions 0-5 ---------------------------------------------------------
+# ---- DeleteTopics (key 20), versions 0-6 ---------------------------------------------------------
+
+
+class DeleteTopicsRequestTopic(TypedDict):
+    """An element of DeleteTopicsRequest.topics[]."""
+
+    name: str | None
+    topic_id: uuid.UUID
 
 
 class DeleteTopicsRequest(TypedDict):
-    """DeleteTopics request, versions 0-5."""
+    """DeleteTopics request, versions 0-6."""
 
-    topic_names: list[str]
+    topics: NotRequired[list[DeleteTopicsRequestTopic]]
+    topic_names: NotRequired[list[str]]
     timeout_ms: int
 
 
 class DeleteTopicsResponseResponse(TypedDict):
     """An element of DeleteTopicsResponse.responses[]."""
 
-    name: str
+    name: str | None
+    topic_id: NotRequired[uuid.UUID]
     error_code: int
     error_message: NotRequired[str | None]
 
 
 class DeleteTopicsResponse(TypedDict):
-    """DeleteTopics response, versions 0-5."""
+    """DeleteTopics response, versions 0-6."""
 
     throttle_time_ms: NotRequired[int]
     responses: list[DeleteTopicsResponseResponse]
@@ -711,6 +735,105 @@ class OffsetForLeaderEpochResponse(TypedDict):
     topics: list[OffsetForLeaderEpochResponseTopic]
 
 
+# ---- DescribeConfigs (key 32), versions 0-4 ------------------------------------------------------
+
+
+class DescribeConfigsRequestResource(TypedDict):
+    """An element of DescribeConfigsRequest.resources[]."""
+
+    resource_type: int
+    resource_name: str
+    configuration_keys: list[str] | None
+
+
+class DescribeConfigsRequest(TypedDict):
+    """DescribeConfigs request, versions 0-4."""
+
+    resources: list[DescribeConfigsRequestResource]
+    include_synonyms: NotRequired[bool]
+    include_documentation: NotRequired[bool]
+
+
+class DescribeConfigsResponseResultConfigSynonym(TypedDict):
+    """An element of DescribeConfigsResponse.results[].configs[].synonyms[]."""
+
+    name: str
+    value: str | None
+    source: int
+
+
+class DescribeConfigsResponseResultConfig(TypedDict):
+    """An element of DescribeConfigsResponse.results[].configs[]."""
+
+    name: str
+    value: str | None
+    read_only: bool
+    is_default: NotRequired[bool]
+    config_source: NotRequired[int]
+    is_sensitive: bool
+    synonyms: NotRequired[list[DescribeConfigsResponseResultConfigSynonym]]
+    config_type: NotRequired[int]
+    documentation: NotRequired[str | None]
+
+
+class DescribeConfigsResponseResult(TypedDict):
+    """An element of DescribeConfigsResponse.results[]."""
+
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    configs: list[DescribeConfigsResponseResultConfig]
+
+
+class DescribeConfigsResponse(TypedDict):
+    """DescribeConfigs response, versions 0-4."""
+
+    throttle_time_ms: int
+    results: list[DescribeConfigsResponseResult]
+
+
+# ---- AlterConfigs (key 33), versions 0-2 ---------------------------------------------------------
+
+
+class AlterConfigsRequestResourceConfig(TypedDict):
+    """An element of AlterConfigsRequest.resources[].configs[]."""
+
+    name: str
+    value: str | None
+
+
+class AlterConfigsRequestResource(TypedDict):
+    """An element of AlterConfigsRequest.resources[]."""
+
+    resource_type: int
+    resource_name: str
+    configs: list[AlterConfigsRequestResourceConfig]
+
+
+class AlterConfigsRequest(TypedDict):
+    """AlterConfigs request, versions 0-2."""
+
+    resources: list[AlterConfigsRequestResource]
+    validate_only: bool
+
+
+class AlterConfigsResponseResponse(TypedDict):
+    """An element of AlterConfigsResponse.responses[]."""
+
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+
+
+class AlterConfigsResponse(TypedDict):
+    """AlterConfigs response, versions 0-2."""
+
+    throttle_time_ms: int
+    responses: list[AlterConfigsResponseResponse]
+
+
 # ---- CreatePartitions (key 37), versions 0-3 -----------------------------------------------------
 
 
@@ -751,6 +874,78 @@ class CreatePartitionsResponse(TypedDict):
     results: list[CreatePartitionsResponseResult]
 
 
+# ---- IncrementalAlterConfigs (key 44), versions 0-1 ----------------------------------------------
+
+
+class IncrementalAlterConfigsRequestResourceConfig(TypedDict):
+    """An element of IncrementalAlterConfigsRequest.resources[].configs[]."""
+
+    name: str
+    config_operation: int
+    value: str | None
+
+
+class IncrementalAlterConfigsRequestResource(TypedDict):
+    """An element of IncrementalAlterConfigsRequest.resources[]."""
+
+    resource_type: int
+    resource_name: str
+    configs: list[IncrementalAlterConfigsRequestResourceConfig]
+
+
+class IncrementalAlterConfigsRequest(TypedDict):
+    """IncrementalAlterConfigs request, versions 0-1."""
+
+    resources: list[IncrementalAlterConfigsRequestResource]
+    validate_only: bool
+
+
+class IncrementalAlterConfigsResponseResponse(TypedDict):
+    """An element of IncrementalAlterConfigsResponse.responses[]."""
+
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+
+
+class IncrementalAlterConfigsResponse(TypedDict):
+    """IncrementalAlterConfigs response, versions 0-1."""
+
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponseResponse]
+
+
+# ---- DescribeCluster (key 60), versions 0-0 ------------------------------------------------------
+
+
+class DescribeClusterRequest(TypedDict):
+    """DescribeCluster request, versions 0-0."""
+
+    include_cluster_authorized_operations: bool
+
+
+class DescribeClusterResponseBroker(TypedDict):
+    """An element of DescribeClusterResponse.brokers[]."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class DescribeClusterResponse(TypedDict):
+    """DescribeCluster response, versions 0-0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    cluster_id: str
+    controller_id: int
+    brokers: list[DescribeClusterResponseBroker]
+    cluster_authorized_operations: int
+
+
 # ---- typed API keys -------------------------------------------------------------------------------
 
 RequestT = TypeVar("RequestT", bound=Mapping[str, object])
@@ -788,5 +983,12 @@ INIT_PRODUCER_ID: Api[InitProducerIdRequest, InitProducerIdResponse] = Api(
     init_producer_id.API_KEY, init_producer_id.NAME)
 OFFSET_FOR_LEADER_EPOCH: Api[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse] = Api(
     offset_for_leader_epoch.API_KEY, offset_for_leader_epoch.NAME)
+DESCRIBE_CONFIGS: Api[DescribeConfigsRequest, DescribeConfigsResponse] = Api(
+    describe_configs.API_KEY, describe_configs.NAME)
+ALTER_CONFIGS: Api[AlterConfigsRequest, AlterConfigsResponse] = Api(alter_configs.API_KEY, alter_configs.NAME)
 CREATE_PARTITIONS: Api[CreatePartitionsRequest, CreatePartitionsResponse] = Api(
     create_partitions.API_KEY, create_partitions.NAME)
+INCREMENTAL_ALTER_CONFIGS: Api[IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse] = Api(
+    incremental_alter_configs.API_KEY, incremental_alter_configs.NAME)
+DESCRIBE_CLUSTER: Api[DescribeClusterRequest, DescribeClusterResponse] = Api(
+    describe_cluster.API_KEY, describe_cluster.NAME)

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import broker.apis  # noqa: F401 - registers every served API
 from broker.apis.registry import registered
@@ -66,6 +67,7 @@ def confluent(bootstrap: str) -> None:
     admin.list_topics(timeout=10)
     for f in admin.delete_topics(["cap-confluent-admin"]).values():
         f.result(30)
+    confluent_configs(admin)
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False})
     for k, v in MESSAGES:
         p.produce("cap-confluent", v.encode(), key=k.encode(), partition=0)
@@ -82,6 +84,25 @@ def confluent(bootstrap: str) -> None:
     c.close()
 
 
+def confluent_configs(admin: Any) -> None:  # noqa: ANN401
+    """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and DescribeCluster as librdkafka sends them."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    topic = "cap-confluent-configs"
+    for f in admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "60000"})]).values():
+        f.result(30)
+    for f in admin.describe_configs([ConfigResource("topic", topic), ConfigResource("broker", "0")]).values():
+        f.result(30)
+    ops = [ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)]
+    for f in admin.incremental_alter_configs([ConfigResource("topic", topic, incremental_configs=ops)]).values():
+        f.result(30)
+    for f in admin.alter_configs([ConfigResource("topic", topic, set_config={"retention.ms": "2000"})]).values():
+        f.result(30)
+    admin.describe_cluster(include_authorized_operations=True).result(30)
+    for f in admin.delete_topics([topic]).values():
+        f.result(30)
+
+
 def kafka_python(bootstrap: str) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
@@ -90,6 +111,7 @@ def kafka_python(bootstrap: str) -> None:
     admin.create_topics([NewTopic("cap-kafka-python-admin", 1, 1)])
     admin.create_partitions({"cap-kafka-python-admin": NewPartitions(2)})
     admin.delete_topics(["cap-kafka-python-admin"])
+    kafka_python_configs(admin)
     admin.close()
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     for k, v in MESSAGES:
@@ -104,6 +126,16 @@ def kafka_python(bootstrap: str) -> None:
         if n == len(MESSAGES):
             break
     c.close()
+
+
+def kafka_python_configs(admin: Any) -> None:  # noqa: ANN401
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+    admin.create_topics([NewTopic("cap-kafka-python-configs", 1, 1, topic_configs={"retention.ms": "60000"})])
+    admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "cap-kafka-python-configs")], config_filter="all")
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "cap-kafka-python-configs",
+                                        configs={"retention.ms": "1000"})])
+    admin.delete_topics(["cap-kafka-python-configs"])
 
 
 def aiokafka(bootstrap: str) -> None:
@@ -136,6 +168,8 @@ def kafkajs(bootstrap: str) -> None:
         return
     subprocess.run(["node", str(NODE_DIR / "produce.js"), bootstrap, "cap-kafkajs", "-1", "none"],
                    input=json.dumps(MESSAGES).encode(), check=True, capture_output=True, timeout=60)
+    subprocess.run(["node", str(NODE_DIR / "admin.js"), bootstrap, "cap-kafkajs-admin", "0"],
+                   check=True, capture_output=True, timeout=60)
 
 
 def tools(bootstrap: str) -> None:
@@ -188,6 +222,9 @@ def codec_seeds() -> list[Recorded]:
                                   "ungrouped_partitions": [{"topic_name": "fuzz-seed", "partition_index": 0}]}),
         (ApiKey.CONTROLLED_SHUTDOWN, 0, {"broker_id": 7}),
         (ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": 7}),
+        # librdkafka and KafkaJS describe the cluster with Metadata; kafka-python 3.0.12 sends
+        # DescribeCluster but cannot read a v0 answer (it expects v1's endpoint_type).
+        (ApiKey.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": True}),
     ]
     for v in range(3):
         broker0 = {"id": 0, "v0_host": "127.0.0.1", "v0_port": 9092, "rack": None,

@@ -10,8 +10,8 @@ owed after recording, and the broker reads nothing more from the connection for 
 
 What the real clients send here (read from their own logs in the tests below, which assert it):
 
-- kafka-python 3.0.12 (`KafkaAdminClient`): CreateTopics v6 and DeleteTopics v5 (its own
-  ranges 2-7 and 1-6, capped by this broker's 0-6 and 0-5), so it meets strict mode. It sends
+- kafka-python 3.0.12 (`KafkaAdminClient`): CreateTopics v7 and DeleteTopics v6 (its own
+  ranges 2-7 and 1-6 within this broker's 0-7 and 0-6, Kafka 2.8's), so it meets strict mode. It sends
   them to the controller named in its Metadata response, and gives up nothing on error code 89:
   the caller retries the refused topics.
 - confluent-kafka 2.16.1 / librdkafka 2.16.0 (`AdminClient`): CreateTopics v4 and DeleteTopics v4,
@@ -197,8 +197,8 @@ async def test_kafka_python_burst_is_split_per_topic_by_the_bucket_and_its_retri
             resp = await asyncio.to_thread(admin.create_topics, {n: spec for n in names}, raise_errors=False)
             took = time.monotonic() - t0
             left = tokens(controller, "kp-admin")
-            # One CreateTopics v6 request (strict), sent to the controller.
-            assert log.kp_sent("CreateTopics") == [(controller.broker_id, 6)]
+            # One CreateTopics v7 request (strict from v6), sent to the controller.
+            assert log.kp_sent("CreateTopics") == [(controller.broker_id, 7)]
             assert [t["name"] for t in resp["topics"]] == names
             [throttle] = log.kp_throttles("CreateTopics")
             admitted = check_burst(codes_of(resp), throttle, took)
@@ -233,11 +233,11 @@ async def test_kafka_python_burst_is_split_per_topic_by_the_bucket_and_its_retri
                 throttle = log.kp_throttles("CreateTopics")[-1]
                 if pending:  # started at >= 0 tokens, took 4 per admitted topic, went below zero
                     assert 0 <= throttle <= 800 * k, (throttle, k)
-            assert set(log.kp_sent("CreateTopics")) == {(controller.broker_id, 6)}
+            assert set(log.kp_sent("CreateTopics")) == {(controller.broker_id, 7)}
         finally:
             await asyncio.to_thread(admin.close)
     print(f"60 topics x 4 partitions at 5/s: our client (v6, timeout_ms 0) {own_admitted} admitted, throttle "
-          f"{own_throttle} ms; kafka-python (v6) {admitted} admitted, answered after {took:.2f} s with throttle "
+          f"{own_throttle} ms; kafka-python (v7) {admitted} admitted, answered after {took:.2f} s with throttle "
           f"{first_throttle} ms, the rest in "
           f"{rounds} retry rounds, {time.monotonic() - t0:.1f} s in all")
     assert await zk_partition_counts(cluster, names) == {n: 4 for n in names}
@@ -390,7 +390,7 @@ async def test_another_client_id_has_its_own_bucket(cluster: Cluster) -> None:
         resp = await conn.request(ApiKey.CREATE_TOPICS, 6, create_body(["iso-a-1"], 1), 60)
         assert codes_of(resp) == [THROTTLED] and resp["throttle_time_ms"] > 0
 
-    # Meanwhile iso-b, through kafka-python (CreateTopics v6, DeleteTopics v5: strict), is not held.
+    # Meanwhile iso-b, through kafka-python (CreateTopics v7, DeleteTopics v6: strict), is not held.
     names = [f"iso-b-{i}" for i in range(5)]
     with ClientLog("kafka") as log:
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id="iso-b")
@@ -403,8 +403,8 @@ async def test_another_client_id_has_its_own_bucket(cluster: Cluster) -> None:
         finally:
             await asyncio.to_thread(admin.close)
     assert codes_of(created) == [0] * 5 and codes_of(deleted) == [0] * 5
-    assert log.kp_sent("CreateTopics") == [(controller.broker_id, 6)]
-    assert log.kp_sent("DeleteTopics") == [(controller.broker_id, 5)]
+    assert log.kp_sent("CreateTopics") == [(controller.broker_id, 7)]  # Kafka 2.8's newest: strict
+    assert log.kp_sent("DeleteTopics") == [(controller.broker_id, 6)]
     assert log.kp_throttles("CreateTopics") == [0] and log.kp_throttles("DeleteTopics") == [0]
     # iso-b spent 10 + 10 of its own 22; iso-a is still below zero, and still refused.
     b_tokens = tokens(controller, "iso-b")

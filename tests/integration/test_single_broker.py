@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from broker.apis import ALL_APIS
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records.message_set import build_message_set, decode_records
@@ -260,4 +261,12 @@ async def test_api_versions_lists_registry(broker, version: int) -> None:  # noq
                                   {"client_software_name": "t", "client_software_version": "1"})
         keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
         assert keys[ApiKey.PRODUCE] == (0, 9) and keys[ApiKey.FETCH] == (0, 12) and keys[ApiKey.METADATA] == (0, 2)
+        # what the broker process serves is its registry, and the admin half is Kafka 2.8's
+        assert keys == {api.key: api.versions for api in ALL_APIS}
+        assert {k: keys[k] for k in (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
+                                     ApiKey.CREATE_PARTITIONS, ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS,
+                                     ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_CLUSTER)} == {
+            ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (0, 11), ApiKey.CREATE_TOPICS: (0, 7),
+            ApiKey.DELETE_TOPICS: (0, 6), ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.DESCRIBE_CONFIGS: (0, 4),
+            ApiKey.ALTER_CONFIGS: (0, 2), ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1), ApiKey.DESCRIBE_CLUSTER: (0, 0)}
         assert all(lo == 0 for lo, _ in keys.values())
