@@ -166,6 +166,10 @@ def kafkajs(bootstrap: str) -> None:
     if not (NODE_DIR / "node_modules" / "kafkajs").is_dir():
         _log("KafkaJS is not installed under tests/clients/node: skipped")
         return
+    # produce.js does not let KafkaJS create topics (allowAutoTopicCreation: false, which Metadata v4+ honours).
+    subprocess.run([sys.executable, "-m", "broker", "topics", "--bootstrap-server", bootstrap, "--create",
+                    "--topic", "cap-kafkajs", "--partitions", "1", "--replication-factor", "1"],
+                   check=True, capture_output=True, timeout=60)
     subprocess.run(["node", str(NODE_DIR / "produce.js"), bootstrap, "cap-kafkajs", "-1", "none"],
                    input=json.dumps(MESSAGES).encode(), check=True, capture_output=True, timeout=60)
     subprocess.run(["node", str(NODE_DIR / "admin.js"), bootstrap, "cap-kafkajs-admin", "0"],
@@ -226,6 +230,11 @@ def codec_seeds() -> list[Recorded]:
         # DescribeCluster but cannot read a v0 answer (it expects v1's endpoint_type).
         (ApiKey.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": True}),
     ]
+    # What a follower asks its leader before it fetches (fetcher/truncation.py sends v3); v4 is
+    # the flexible form. A one-broker capture has no follower to record.
+    for v in (3, 4):
+        bodies.append((ApiKey.OFFSET_FOR_LEADER_EPOCH, v, {"replica_id": 1, "topics": [
+            {"topic": "fuzz-seed", "partitions": [{"partition": 0, "current_leader_epoch": 1, "leader_epoch": 0}]}]}))
     for v in range(3):
         broker0 = {"id": 0, "v0_host": "127.0.0.1", "v0_port": 9092, "rack": None,
                    "endpoints": [{"port": 9092, "host": "127.0.0.1", "security_protocol": 0}]}

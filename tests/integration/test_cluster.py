@@ -9,11 +9,10 @@ import signal
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from tests.support.cluster import Cluster, wait_identical_replicas
 from tests.support.replication import partition_bytes
-from tests.support.traffic import produce_messages
+from tests.support.traffic import produce_messages, read_partition
 
 pytestmark = pytest.mark.integration
 
@@ -22,24 +21,6 @@ def produce_all(bootstrap: str, topic: str, values: list[bytes], partitions: int
     """Produces every value (keys k0-k12, round-robin partitions), returns (partition, offset, value) of each."""
     messages = [(b"k%d" % (i % 13), v, i % partitions) for i, v in enumerate(values)]
     return [(p, o, v) for p, o, _, v in produce_messages(bootstrap, topic, messages, **conf)]
-
-
-def consume_all(bootstrap: str, topic: str, partition: int, count: int) -> list[tuple[int, bytes]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "assign-only", "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-        got: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + 60
-        while len(got) < count and time.monotonic() < deadline:
-            for m in c.consume(1000, 1):
-                if m.error():
-                    if m.error().fatal():
-                        raise KafkaException(m.error())
-                    continue
-                got.append((m.offset(), m.value()))
-        return got
-    finally:
-        c.close()
 
 
 async def test_acks_all_rf3_replicas_hold_identical_bytes(cluster: Cluster) -> None:
@@ -54,7 +35,7 @@ async def test_acks_all_rf3_replicas_hold_identical_bytes(cluster: Cluster) -> N
         assert len(blob) > 0
         offsets = sorted(o for part, o, _ in acked if part == p)
         assert offsets == list(range(len(offsets)))
-    got = await asyncio.to_thread(consume_all, cluster.bootstrap, "rep", 1, 100_000 // 3)
+    got = await asyncio.to_thread(read_partition, cluster.bootstrap, "rep", 1, 100_000 // 3)
     assert [v for _, v in got] == [v for part, _, v in sorted(acked) if part == 1]
 
 
@@ -126,7 +107,7 @@ async def test_leader_kill_during_acks_all_stream_loses_nothing_acknowledged(clu
     # Retries without idempotence may write a batch twice, so the log can hold more than
     # len(values) records: read up to the highest acknowledged offset, not a record count.
     last_acked = max(o for _, o, _ in acked)
-    got = await asyncio.to_thread(consume_all, ",".join(b.bootstrap for b in cluster.brokers
+    got = await asyncio.to_thread(read_partition, ",".join(b.bootstrap for b in cluster.brokers
                                                          if b.broker_id != old_leader), "crash", 0, last_acked + 1)
     assert [o for o, _ in got] == list(range(len(got)))
     at_offset = dict(got)

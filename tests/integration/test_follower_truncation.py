@@ -12,23 +12,19 @@ after an OFFSET_OUT_OF_RANGE, and offsets 10-14 held different messages on the t
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
 from broker.zk.client import ZkClient
 from protocol.records.records import decode_records
 from tests.support.cluster import FAST
+from tests.support.partition_state import isr_is, leader_is, registered
 from tests.support.replication import partition_bytes
 from tests.support.topics import create_topic
 from tests.support.waiting import wait_for
 from tests.support.wire import connect, produce
 
 pytestmark = pytest.mark.integration
-
-
-async def state(zk: ZkClient) -> dict:
-    return json.loads((await zk.get("/brokers/topics/u/partitions/0/state"))[0])
 
 
 async def produce_to(broker, n: int, tag: bytes) -> None:  # noqa: ANN001
@@ -44,21 +40,21 @@ async def test_follower_beyond_the_leaders_log_truncates_and_follows(broker_fact
     zk = ZkClient(zk_server.connect_string, 6000)
     await zk.start()
     try:
-        await wait_for("2 registered brokers", lambda: _registered(zk))
+        await wait_for("2 registered brokers", lambda: registered(zk, 2))
         resp = await create_topic(b0, "u", assignment={0: [0, 1]}, check=False, timeout=20)
         assert resp["error_code"] == 0
-        await wait_for("ISR [0, 1]", lambda: _isr(zk, [0, 1]))
+        await wait_for("ISR [0, 1]", lambda: isr_is(zk, "u", [0, 1]))
         await produce_to(b0, 10, b"both-")
         await wait_for("identical replicas", lambda: _same(b0, b1))
         assert b1.stop() == 0
-        await wait_for("ISR [0]", lambda: _isr(zk, [0]))
+        await wait_for("ISR [0]", lambda: isr_is(zk, "u", [0]))
         await produce_to(b0, 50, b"lost-")  # only on broker 0, never replicated
         # Let the high watermark (60) reach the checkpoint file (every 5 s, as Kafka's default),
         # so that on its return broker 0 keeps its log and fetches from beyond the leader's end.
         await asyncio.sleep(6)
         b0.kill()
         b1.start()
-        await wait_for("broker 1 to lead", lambda: _leader(zk, 1))  # unclean: broker 1 was not in the ISR
+        await wait_for("broker 1 to lead", lambda: leader_is(zk, "u", 1))  # unclean: broker 1 was not in the ISR
         await produce_to(b1, 5, b"new-")
         b0.start()
         await wait_for("broker 0 to truncate to 10", lambda: _truncated(b0))
@@ -72,19 +68,7 @@ async def test_follower_beyond_the_leaders_log_truncates_and_follows(broker_fact
         await zk.close()
 
 
-async def _registered(zk: ZkClient) -> bool:
-    return len(await zk.get_children("/brokers/ids")) == 2 and await zk.exists("/controller")
 
-
-async def _isr(zk: ZkClient, isr: list[int]) -> bool:
-    try:
-        return sorted((await state(zk))["isr"]) == isr
-    except Exception:  # noqa: BLE001 - the state znode appears a moment after the topic
-        return False
-
-
-async def _leader(zk: ZkClient, leader: int) -> bool:
-    return (await state(zk))["leader"] == leader
 
 
 async def _truncated(b0) -> bool:  # noqa: ANN001

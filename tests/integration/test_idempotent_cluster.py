@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from protocol.messages import fetch as fetch_messages
 from tests.support.cluster import Cluster
 from tests.support.metrics import metric
-from tests.support.traffic import produce_one
+from tests.support.traffic import produce_one, read_partition
 
 pytestmark = pytest.mark.integration
 N = 100_000
@@ -69,24 +68,6 @@ def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes], sent: 
         return acked
     finally:
         p.close(10)
-
-
-def read_partition(bootstrap: str, topic: str, partition: int, end: int) -> list[tuple[int, bytes]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "assign-only", "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-        got: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + 120
-        while (not got or got[-1][0] < end - 1) and time.monotonic() < deadline:
-            for m in c.consume(1000, 1):
-                if m.error():
-                    if m.error().fatal():
-                        raise KafkaException(m.error())
-                    continue
-                got.append((m.offset(), m.value()))
-        return got
-    finally:
-        c.close()
 
 
 async def leader(cluster: Cluster, topic: str, not_: int | None = None) -> int:

@@ -19,7 +19,6 @@ watermark is 8) and fetches from 8: offsets 5-7 differ between the replicas for 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ import pytest
 from broker.zk.client import ZkClient
 from protocol.records.records import decode_records
 from tests.support.brokers import BrokerProcess
+from tests.support.partition_state import isr_is, leader_is, registered
 from tests.support.releases import PRE_EPOCHS, source_tree
 from tests.support.replication import partition_bytes
 from tests.support.topics import create_topic
@@ -38,10 +38,6 @@ pytestmark = pytest.mark.integration
 TOPIC = "kip279"
 PROPS = {"unclean.leader.election.enable": "true", "replica.lag.time.max.ms": "3000",
          "replica.fetch.wait.max.ms": "200"}
-
-
-async def _state(zk: ZkClient) -> dict:
-    return json.loads((await zk.get(f"/brokers/topics/{TOPIC}/partitions/0/state"))[0])
 
 
 async def _produce(broker: BrokerProcess, values: list[bytes]) -> None:
@@ -67,24 +63,24 @@ async def _two_leader_changes(tmp_path: Path, zk_connect: str, source: Path | No
     try:
         a.start()
         b.start()
-        await wait_for("2 registered brokers", lambda: _registered(zk))
+        await wait_for("2 registered brokers", lambda: registered(zk, 2))
         await create_topic(a, TOPIC, assignment={0: [0, 1]})
-        await wait_for("ISR [0, 1]", lambda: _isr(zk, [0, 1]))
+        await wait_for("ISR [0, 1]", lambda: isr_is(zk, TOPIC, [0, 1]))
         await _produce(a, [b"both-%d" % i for i in range(5)])
         await wait_for("B to hold 0-4", lambda: len(_values(b)) == 5)
         assert b.stop() == 0
-        await wait_for("ISR [0]", lambda: _isr(zk, [0]))
+        await wait_for("ISR [0]", lambda: isr_is(zk, TOPIC, [0]))
         await _produce(a, [b"a-%d" % i for i in range(5, 10)])
         a.kill()
         b.start()
-        await wait_for("B to lead", lambda: _leads(zk, 1))
+        await wait_for("B to lead", lambda: leader_is(zk, TOPIC, 1))
         await _produce(b, [b"b-%d" % i for i in range(5, 8)])
         assert b.stop() == 0
         a.start()
-        await wait_for("A to lead", lambda: _leads(zk, 0))
+        await wait_for("A to lead", lambda: leader_is(zk, TOPIC, 0))
         await _produce(a, [b"a-%d" % i for i in range(10, 13)])
         b.start()
-        await wait_for("ISR [0, 1] again", lambda: _isr(zk, [0, 1]), 60)
+        await wait_for("ISR [0, 1] again", lambda: isr_is(zk, TOPIC, [0, 1]), 60)
         await wait_for("B to catch up", lambda: len(_values(b)) == 13, 30)
     finally:
         await zk.close()
@@ -115,16 +111,3 @@ async def test_high_watermark_truncation_leaves_diverging_replicas(tmp_path: Pat
         b.kill()
 
 
-async def _registered(zk: ZkClient) -> bool:
-    return len(await zk.get_children("/brokers/ids")) == 2 and await zk.exists("/controller")
-
-
-async def _isr(zk: ZkClient, isr: list[int]) -> bool:
-    try:
-        return sorted((await _state(zk))["isr"]) == isr
-    except Exception:  # noqa: BLE001 - the state znode appears a moment after the topic
-        return False
-
-
-async def _leads(zk: ZkClient, leader: int) -> bool:
-    return (await _state(zk))["leader"] == leader

@@ -260,7 +260,7 @@ async def test_api_versions_lists_registry(broker, version: int) -> None:  # noq
         resp = await conn.request(ApiKey.API_VERSIONS, version,
                                   {"client_software_name": "t", "client_software_version": "1"})
         keys = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
-        assert keys[ApiKey.PRODUCE] == (0, 9) and keys[ApiKey.FETCH] == (0, 12) and keys[ApiKey.METADATA] == (0, 2)
+        assert keys[ApiKey.PRODUCE] == (0, 9) and keys[ApiKey.FETCH] == (0, 12) and keys[ApiKey.METADATA] == (0, 11)
         # what the broker process serves is its registry, and the admin half is Kafka 2.8's
         assert keys == {api.key: api.versions for api in ALL_APIS}
         assert {k: keys[k] for k in (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,

@@ -11,7 +11,6 @@ clean restart, and broker 0's .timeindex files hold no offset beyond its log.
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
@@ -21,6 +20,7 @@ from protocol.api_keys import ApiKey
 from protocol.records.records import decode_records
 from tests.support.brokers import BrokerProcess
 from tests.support.cluster import FAST
+from tests.support.partition_state import isr_is, leader_is, registered
 from tests.support.replication import partition_bytes
 from tests.support.topics import create_topic
 from tests.support.waiting import wait_for
@@ -31,10 +31,6 @@ pytestmark = pytest.mark.integration
 BASE = 1_700_000_000_000
 TARGETS = [0, BASE + 5, BASE + 500, BASE + 2000, BASE + 2003, BASE + 3000, BASE + 3100, BASE + 5000,
            BASE + 5049, BASE + 9000]
-
-
-async def state(zk: ZkClient) -> dict:
-    return json.loads((await zk.get("/brokers/topics/u/partitions/0/state"))[0])
 
 
 async def produce_to(broker: BrokerProcess, n: int, tag: bytes, first_timestamp: int) -> None:
@@ -83,19 +79,19 @@ async def test_follower_truncation_keeps_the_time_index_consistent(broker_factor
     zk = ZkClient(zk_server.connect_string, 6000)
     await zk.start()
     try:
-        await wait_for("2 registered brokers", lambda: _registered(zk))
+        await wait_for("2 registered brokers", lambda: registered(zk, 2))
         assert (await create_topic(b0, "u", assignment={0: [0, 1]}, check=False, timeout=20))["error_code"] == 0
-        await wait_for("ISR [0, 1]", lambda: _isr(zk, [0, 1]))
+        await wait_for("ISR [0, 1]", lambda: isr_is(zk, "u", [0, 1]))
         await produce_to(b0, 10, b"both-", BASE)
         await wait_for("ISR [0, 1] and 10 on broker 1", lambda: _has(b1, 10))
         assert b1.stop() == 0
-        await wait_for("ISR [0]", lambda: _isr(zk, [0]))
+        await wait_for("ISR [0]", lambda: isr_is(zk, "u", [0]))
         await produce_to(b0, 50, b"lost-", BASE + 5000)  # only on broker 0, never replicated
         assert len(list((b0.log_dir / "u-0").glob("*.log"))) >= 2  # rolled: sealed time index entries
         await asyncio.sleep(6)  # the high watermark reaches the checkpoint, so broker 0 keeps its log
         b0.kill()
         b1.start()
-        await wait_for("broker 1 to lead", lambda: _leader(zk, 1))
+        await wait_for("broker 1 to lead", lambda: leader_is(zk, "u", 1))
         await produce_to(b1, 5, b"new-", BASE + 2000)
         b0.start()
         await wait_for("broker 0 to truncate", lambda: "fetcher.truncating" in b0.log())
@@ -108,7 +104,7 @@ async def test_follower_truncation_keeps_the_time_index_consistent(broker_factor
         assert scanned(b0)[TARGETS.index(BASE + 9000)] == -1
         assert b0.stop() == 0
         b0.start()
-        await wait_for("broker 0 back in sync", lambda: _isr(zk, [0, 1]), 30)
+        await wait_for("broker 0 back in sync", lambda: isr_is(zk, "u", [0, 1]), 30)
         assert await answers(b0, -2) == scanned(b0)
     finally:
         await zk.close()
@@ -119,16 +115,3 @@ async def _has(b: BrokerProcess, n: int) -> bool:
     return len(records) >= n and records[-1].offset >= n - 1
 
 
-async def _registered(zk: ZkClient) -> bool:
-    return len(await zk.get_children("/brokers/ids")) == 2 and await zk.exists("/controller")
-
-
-async def _isr(zk: ZkClient, isr: list[int]) -> bool:
-    try:
-        return sorted((await state(zk))["isr"]) == isr
-    except Exception:  # noqa: BLE001 - the state znode appears a moment after the topic
-        return False
-
-
-async def _leader(zk: ZkClient, leader: int) -> bool:
-    return (await state(zk))["leader"] == leader

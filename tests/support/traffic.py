@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 
 def produce_one(p: Producer, topic: str, value: bytes | None = None, poll: float = 0.05, **kwargs: Any) -> None:  # noqa: ANN401
@@ -147,5 +147,25 @@ def consume_for(bootstrap: str, client_id: str, topic: str, seconds: float, mark
                 if m.error() is None:
                     got += len(m.value())
             marks.append((time.monotonic() - start, got))
+    finally:
+        c.close()
+
+
+def read_partition(bootstrap: str, topic: str, partition: int, end: int, timeout: float = 120) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record of one partition from the start up to offset `end` - 1 (an
+    offset, not a count: retries without idempotence may have written a batch twice)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "assign-only", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while (not got or got[-1][0] < end - 1) and time.monotonic() < deadline:
+            for m in c.consume(1000, 1):
+                if m.error():
+                    if m.error().fatal():
+                        raise KafkaException(m.error())
+                    continue
+                got.append((m.offset(), m.value()))
+        return got
     finally:
         c.close()
