@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import subprocess
 import threading
@@ -27,6 +28,13 @@ from tests.support.topics import create_topic
 from tests.support.traffic import produce_one
 
 VALUE_SIZE = 100
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/<pid>/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def socket_pump(total_bytes: int, chunk: int = 1 << 16) -> float:
@@ -130,15 +138,24 @@ def main() -> None:
         for partitions in (1, 8):
             topic = f"bench-{partitions}"
             asyncio.run(create_topic(broker, topic, partitions))
+            # The client may be what limits msg/s; the broker's own CPU time per message is what
+            # the broker costs, whichever side is the bottleneck.
+            assert broker.proc is not None
+            pid = broker.proc.pid
             progress(f"producing {n:,} x {VALUE_SIZE} B to {partitions} partition(s)")
+            c0 = cpu_seconds(pid)
             tp = produce(broker.bootstrap, topic, partitions, n)
+            c1 = cpu_seconds(pid)
             progress(f"consuming {n:,} from {partitions} partition(s)")
             tc = consume(broker.bootstrap, topic, partitions, n)
+            c2 = cpu_seconds(pid)
             progress(f"consuming {n:,} from {partitions} partition(s) with kcat")
             tk = consume_kcat(broker.bootstrap, topic, n)
-            for kind, secs in (("produce", tp), ("consume", tc), ("consume (kcat)", tk)):
+            c3 = cpu_seconds(pid)
+            for kind, secs, cpu in (("produce", tp, c1 - c0), ("consume", tc, c2 - c1), ("consume (kcat)", tk, c3 - c2)):
                 results.append({"partitions": partitions, "kind": kind, "messages": n, "seconds": round(secs, 3),
-                                "msgs_per_s": round(n / secs), "mb_per_s": round(n * VALUE_SIZE / secs / 1e6, 1)})
+                                "msgs_per_s": round(n / secs), "mb_per_s": round(n * VALUE_SIZE / secs / 1e6, 1),
+                                "broker_cpu_us_per_msg": round(cpu / n * 1e6, 2)})
     total = n * VALUE_SIZE
     progress(f"raw loopback pump of {total / 1e6:.0f} MB")
     pump = socket_pump(total)
