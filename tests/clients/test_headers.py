@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 from broker.apis.fetch import served_versions as fetch_versions
-from broker.apis.produce import served_versions as produce_versions
 from broker.zk.server import ZooKeeperServer
 from protocol.api_keys import ApiKey
 from tests.support.brokers import BrokerProcess, start_together
@@ -36,8 +35,6 @@ from tests.support.wire import connect
 
 pytestmark = pytest.mark.clients
 N = 2_000
-needs_record_batch_table = pytest.mark.skipif(
-    produce_versions()[1] < 3, reason="Produce 3-9 and Fetch 4-12 are listed once InitProducerId is served")
 NODE_DIR = Path(__file__).parent / "node"
 
 
@@ -96,7 +93,6 @@ def expected(msgs: list[HeaderedMessage]) -> list[tuple[int, bytes, bytes, list[
     return [(i, k, v, h, t) for i, (k, v, h, t) in enumerate(msgs)]
 
 
-@needs_record_batch_table
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
 def test_kafka_python_headers(rf3: Rf3, codec: str | None) -> None:
     from kafka import KafkaProducer
@@ -118,7 +114,6 @@ def test_kafka_python_headers(rf3: Rf3, codec: str | None) -> None:
         assert_old_consumers_read(rf3, topic, msgs)
 
 
-@needs_record_batch_table
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_confluent_kafka_headers(rf3: Rf3, codec: str) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -215,7 +210,6 @@ def kafkajs() -> Path:
     return NODE_DIR / "produce_headers.js"
 
 
-@needs_record_batch_table
 @pytest.mark.parametrize("codec", ["none", "gzip"])
 def test_kafkajs_headers(rf3: Rf3, kafkajs: Path, codec: str) -> None:
     topic = f"hkjs-{codec}"
@@ -232,7 +226,6 @@ def test_kafkajs_headers(rf3: Rf3, kafkajs: Path, codec: str) -> None:
     rf3.assert_replicas_identical(topic)
 
 
-@needs_record_batch_table
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_kcat_headers(rf3: Rf3, tmp_path: Path, codec: str) -> None:
     """kcat takes one set of text headers per run (-H) and stamps its own timestamps."""

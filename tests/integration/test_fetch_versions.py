@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import struct
 
-import pytest
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.apis.fetch import served_versions
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records.records import decode_records
@@ -23,8 +21,6 @@ from tests.support.topics import create_topic
 from tests.support.wire import connect
 
 T0 = 1_700_000_000_000
-needs_fetch_v4 = pytest.mark.skipif(served_versions()[1] < 4,
-                                    reason="Fetch 4-12 is listed with Produce 3-9, once InitProducerId is served")
 
 
 def v2_batch(n: int, codec: int = 0, start: int = 0) -> bytes:
@@ -65,7 +61,6 @@ def magics(data: bytes) -> list[int]:
     return out
 
 
-@needs_fetch_v4
 async def test_v4_to_v12_serve_stored_batches_and_kafkas_fields(broker) -> None:  # noqa: ANN001
     async with await connect(broker) as conn:
         await create_topic(conn, "fv")
@@ -107,7 +102,6 @@ async def test_old_fetch_versions_get_down_converted_records(broker) -> None:  #
             assert [r.timestamp for r in got] == ([-1] * 6 if magic == 0 else [T0 + i for i in range(2, 8)])
 
 
-@needs_fetch_v4
 async def test_sessions_are_declined_and_leader_epochs_checked(broker) -> None:  # noqa: ANN001
     async with await connect(broker) as conn:
         await create_topic(conn, "fs")
@@ -148,7 +142,6 @@ async def test_followers_replicate_v2_batches_as_stored(cluster) -> None:  # noq
     assert headers == [(i, T0 + i, [("h", b"x%d" % i)]) for i in range(40)]
 
 
-@needs_fetch_v4
 async def test_a_new_leader_fences_the_old_leader_epoch(cluster) -> None:  # noqa: ANN001
     await cluster.create_topic("fence", 1, 3)
     state = await cluster.wait_isr("fence", 0, {0, 1, 2})
@@ -198,7 +191,6 @@ async def test_kip74_limits_apply_to_down_converted_sizes(broker) -> None:  # no
         assert magics(second) == [1] * len(got)
 
 
-@needs_fetch_v4
 async def test_zstd_reaches_only_consumers_that_know_it(broker) -> None:  # noqa: ANN001
     async with await connect(broker) as conn:
         await create_topic(conn, "fz", configs={"compression.type": "zstd"})

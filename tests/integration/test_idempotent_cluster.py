@@ -18,7 +18,6 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from protocol.messages import fetch as fetch_messages
 from tests.support.cluster import Cluster
 from tests.support.metrics import metric
 from tests.support.traffic import produce_one, read_partition
@@ -93,13 +92,7 @@ async def kill_leader_twice(cluster: Cluster, topic: str, sent: list[int], done:
     return killed
 
 
-# librdkafka writes magic 2 (and so producer ids) only to brokers that also serve Fetch v4+
-# (its MsgVer2 feature); against Fetch 0-3 it sends magic 1 inside Produce v9, which is refused.
-NEEDS_FETCH_V4 = pytest.mark.xfail(fetch_messages.VERSIONS[1] < 4, strict=True,
-                                   reason="librdkafka needs Fetch v4+ for message format v2 (branch v2-fetch)")
-
-
-@pytest.mark.parametrize("client", [pytest.param("confluent-kafka", marks=NEEDS_FETCH_V4), "kafka-python"])
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
 async def test_idempotent_producer_survives_two_leader_kills(cluster: Cluster, client: str) -> None:
     topic = f"idem-{client}"
     await cluster.create_topic(topic, PARTITIONS, 3, configs={"min.insync.replicas": "2"})
