@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from broker.zk.client import ZkClient
+from protocol.errors import ErrorCode
 from protocol.records.records import decode_records
 from tests.support.brokers import BrokerProcess, start_together
 from tests.support.cluster import Cluster, wait_identical_replicas
@@ -78,7 +79,15 @@ async def _scenario(tmp_path: Path, zk_connect: str, source: Path | None) -> tup
     await cluster.wait_isr(TOPIC, 0, {leader, frozen, c})
     acked = []
     async with await connect(cluster.by_id(leader).bootstrap) as conn:
-        for i in range(N):
+        # The state znode names the ISR before L has heard it leads (its LeaderAndIsr may still be
+        # on the way): the first batch is sent again while L answers "unknown" or "not leader".
+        async def first_acked() -> bool:
+            r = await produce(conn, TOPIC, 0, [(None, b"acked-0")], acks=-1)
+            assert r["error_code"] in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_FOR_PARTITION), r
+            return r["error_code"] == 0
+        await cluster.wait_for(f"broker {leader} leading {TOPIC}-0", first_acked, timeout=15)
+        acked.append(b"acked-0")
+        for i in range(1, N):
             value = b"acked-%d" % i
             r = await produce(conn, TOPIC, 0, [(None, value)], acks=-1)
             assert r["error_code"] == 0, r
