@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -202,12 +201,8 @@ def assert_old_consumers_read(rf3: Rf3, topic: str, msgs: list[HeaderedMessage])
 
 
 @pytest.fixture(scope="module")
-def kafkajs() -> Path:
-    if not (NODE_DIR / "node_modules" / "kafkajs").is_dir():
-        npm = shutil.which("npm")
-        assert npm, "npm is needed for the KafkaJS tests (scripts/run test installs it)"
-        subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True, timeout=300)
-    return NODE_DIR / "produce_headers.js"
+def kafkajs(kafkajs_dir: Path) -> Path:
+    return kafkajs_dir / "produce_headers.js"
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip"])
