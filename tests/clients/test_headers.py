@@ -34,7 +34,6 @@ from tests.support.wire import connect
 
 pytestmark = pytest.mark.clients
 N = 2_000
-NODE_DIR = Path(__file__).parent / "node"
 
 
 class Rf3:

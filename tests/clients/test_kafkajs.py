@@ -13,7 +13,6 @@ from tests.support.messages import N_MESSAGES, expected_messages, read_back_with
 from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.clients
-NODE_DIR = Path(__file__).parent / "node"
 
 
 @pytest.fixture(scope="module")
