@@ -106,6 +106,9 @@ class Partition:
     bytes_in: SimpleRate = field(default_factory=lambda: SimpleRate(11, 1.0))
     offline: bool = False  # its log directory failed: KAFKA_STORAGE_ERROR to every request
     producers: PartitionProducers | None = None  # idempotent producers' state, kept with the log
+    # The log end when this broker last became leader (Kafka's leaderEpochStartOffsetOpt), -1 as a
+    # follower: until the high watermark reaches it, "latest" is not known (OFFSET_NOT_AVAILABLE).
+    leader_epoch_start_offset: int = -1
 
     @property
     def log_end_offset(self) -> int:
@@ -303,6 +306,7 @@ class ReplicaManager:
                       zk_version: int, controller_epoch: int, min_isr: int, segment_bytes: int | None) -> Partition:
         part = self._open(topic, index, segment_bytes)
         was_leader = part.leader == self.broker_id
+        new_epoch = not was_leader or leader_epoch != part.leader_epoch
         part.replicas, part.isr, part.leader_epoch = list(replicas), list(isr), leader_epoch
         part.leader, part.zk_version, part.controller_epoch = self.broker_id, zk_version, controller_epoch
         part.min_insync_replicas = min_isr
@@ -313,6 +317,8 @@ class ReplicaManager:
         except KafkaStorageError as e:
             self.fail_dir("leader epoch checkpoint", e)
             raise
+        if new_epoch:  # Kafka only runs makeLeader for a newer epoch; a repeat changes nothing
+            part.leader_epoch_start_offset = part.log_end_offset
         if not was_leader or part.tracker is None:
             part.tracker = IsrTracker(self.broker_id, replicas, self.clock(), self.config.replica_lag_time_max_ms)
         else:
@@ -326,6 +332,7 @@ class ReplicaManager:
         part = self._open(topic, index, segment_bytes)
         part.replicas, part.isr, part.leader_epoch = list(replicas), list(isr), leader_epoch
         part.leader, part.zk_version, part.controller_epoch = leader, zk_version, controller_epoch
+        part.leader_epoch_start_offset = -1
         part.tracker = None
         # No truncation here (KIP-101): the replica fetcher truncates before it fetches, by the
         # leader's answer to OffsetForLeaderEpoch, or to the high watermark without epochs.
