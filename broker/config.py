@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from broker.config_env import properties_from_env
+from broker.zk.config_entities import InvalidConfig, cleanup_policy
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -173,9 +174,38 @@ class BrokerConfig:
     # Kafka 2.8 expires a partition's idle producer ids after transactional.id.expiration.ms
     # (LogManager's maxPidExpirationMs); producer.id.expiration.ms only came with Kafka 3.x.
     transactional_id_expiration_ms: int = 604800000
+    # Retention (issue 17), KafkaConfig 2.8's keys and defaults. log.retention.ms wins over
+    # .minutes, which wins over .hours; a negative result is -1, unlimited.
+    log_retention_hours: int = 168
+    log_retention_minutes: int | None = None
+    log_retention_ms: int | None = None
+    log_retention_bytes: int = -1
+    # segment.ms's broker synonyms (issue 17 writes `log.segment.ms`; Kafka's names are these).
+    log_roll_hours: int = 168
+    log_roll_ms: int | None = None
+    log_retention_check_interval_ms: int = 300000
+    # file.delete.delay.ms's broker synonym.
+    log_segment_delete_delay_ms: int = 60000
+    log_cleanup_policy: str = "delete"
     unknown_keys: list[str] = field(default_factory=list)
     # The known keys as given (file and overrides): DescribeConfigs names them STATIC_BROKER_CONFIG.
     given: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def log_retention_time_ms(self) -> int:
+        """KafkaConfig.logRetentionTimeMillis: ms, else minutes, else hours; negative is -1."""
+        if self.log_retention_ms is not None:
+            millis = self.log_retention_ms
+        elif self.log_retention_minutes is not None:
+            millis = self.log_retention_minutes * 60_000
+        else:
+            millis = self.log_retention_hours * 3_600_000
+        return -1 if millis < 0 else millis
+
+    @property
+    def log_roll_time_ms(self) -> int:
+        """KafkaConfig.logRollTimeMillis: log.roll.ms, else log.roll.hours."""
+        return self.log_roll_ms if self.log_roll_ms is not None else self.log_roll_hours * 3_600_000
 
     @property
     def advertised_endpoints(self) -> list[Listener]:
@@ -196,6 +226,14 @@ class BrokerConfig:
             return None
         parts = urlsplit(self.metrics_listener)
         return parts.hostname or "127.0.0.1", parts.port or 9404
+
+
+def _cleanup_policy(key: str, raw: str) -> str:
+    """KafkaConfig's ValidList.in(compact, delete)."""
+    try:
+        return cleanup_policy(key, raw)
+    except InvalidConfig as e:
+        raise ConfigError(key, raw, e.why) from None
 
 
 def _non_negative(key: str, raw: str) -> int:
@@ -250,6 +288,15 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool),
     "metrics.listener": ("metrics_listener", lambda k, v: v.strip() or None),
     "replication.throttle.leftover.warn.ms": ("replication_throttle_leftover_warn_ms", _positive),
+    "log.retention.hours": ("log_retention_hours", _int),
+    "log.retention.minutes": ("log_retention_minutes", _int),
+    "log.retention.ms": ("log_retention_ms", _int),
+    "log.retention.bytes": ("log_retention_bytes", _int),
+    "log.roll.hours": ("log_roll_hours", _positive),
+    "log.roll.ms": ("log_roll_ms", _positive),
+    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _positive),
+    "log.segment.delete.delay.ms": ("log_segment_delete_delay_ms", _non_negative),
+    "log.cleanup.policy": ("log_cleanup_policy", _cleanup_policy),
 }
 
 KNOWN_KEYS = frozenset(_PARSERS)

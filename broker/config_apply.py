@@ -2,7 +2,8 @@
 
 broker.zk.dynamic_config reads and validates the entity znodes; the handlers here hand the
 values to their owners: broker entities to the KIP-73 throttles, topic entities to the
-topic config cache, the throttled replica lists and the partitions' `min.insync.replicas`,
+topic config cache, the throttled replica lists, the partitions' `min.insync.replicas` and their
+log settings (retention, segment size and time, cleanup policy),
 client entities to the KIP-13 byte-rate and KIP-599 mutation quotas.
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
+from broker.log_config import log_config
 from broker.metrics import bounded
 from broker.replication.replica_manager import ReplicaManager
 from broker.replication.throttles import ReplicationThrottles
@@ -71,3 +73,5 @@ class ConfigApplier:
         self.throttles.on_topic_config(topic, config)
         self.replicas.set_min_insync_replicas(
             topic, topic_int(topic, config, "min.insync.replicas", self.default_min_isr))
+        # Retention and rolling (issue 17): segment.bytes/ms, retention.*, cleanup.policy, live.
+        self.replicas.set_topic_log_config(topic, log_config(topic, config, self.replicas.config))

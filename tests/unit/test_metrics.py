@@ -35,6 +35,9 @@ BROKER_FAMILIES = {
     ("controller_mutation_tokens", "gauge"),
     ("controller_mutation_throttle_time_ms", "gauge"),
     ("producer_ids", "gauge"),
+    ("log_start_offset", "gauge"),
+    ("log_segments", "gauge"),
+    ("log_segments_deleted_total", "counter"),
 }
 
 
