@@ -76,10 +76,6 @@ TOPIC_CATALOG: dict[str, TopicKey] = {
     "cleanup.policy": TopicKey(ConfigType.LIST, "delete", ("log.cleanup.policy",)),
 }
 
-# Kafka's defaults of broker keys that are topic synonyms but that this broker does not parse:
-# they appear as DEFAULT_CONFIG synonyms, as in Kafka.
-_UNPARSED_BROKER_DEFAULTS: dict[str, str] = {}
-
 # Broker synonyms in other units than their topic key (ms): a topic value taken from one is
 # converted, as Kafka's LogConfig does (log.retention.hours=168 is retention.ms=604800000).
 _SYNONYM_MS_FACTOR = {"log.retention.hours": 3_600_000, "log.retention.minutes": 60_000, "log.roll.hours": 3_600_000}
@@ -145,8 +141,6 @@ def _broker_synonyms(names: tuple[str, ...], static: BrokerConfig, dynamic_broke
             # A topic's synonyms list no key without a default (Kafka: log.retention.ms, .minutes).
             if default is not None or not skip_null_defaults:
                 out.append(_synonym(n, default, ConfigSource.DEFAULT_CONFIG))
-        elif n in _UNPARSED_BROKER_DEFAULTS:
-            out.append(_synonym(n, _UNPARSED_BROKER_DEFAULTS[n], ConfigSource.DEFAULT_CONFIG))
     return out
 
 

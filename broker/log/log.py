@@ -404,8 +404,12 @@ class Log:
             # Kafka's loadFirstBatchTimestamp: the first entry's (max) timestamp, read once.
             head = os.pread(active.fd, TIME_HEAD_SIZE, 0)
             self._active_first_timestamp = time_head(head + bytes(TIME_HEAD_SIZE), 0)[1]
-        return should_roll_on_time(active.size, self.segment_ms, self._active_first_timestamp,
-                                   self._active_created_ms, max_timestamp(data)[0], self._clock)
+        first = self._active_first_timestamp
+        # The incoming batches' timestamp matters only against a first batch that has one: one head
+        # unpack per batch, and none at all for a log of magic-0 messages.
+        incoming = max_timestamp(data)[0] if first is not None and first >= 0 else -1
+        return should_roll_on_time(active.size, self.segment_ms, first, self._active_created_ms, incoming,
+                                   self._clock)
 
     # ---- truncation ------------------------------------------------------------------
 

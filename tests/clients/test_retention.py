@@ -18,11 +18,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from tests.support.brokers import BrokerProcess
 from tests.support.metrics import metric
 from tests.support.tools import configs, topics
 from tests.support.topics import create_topic
 from tests.support.waiting import wait_for
+from tests.support.wire import connect
 
 pytestmark = pytest.mark.clients
 
@@ -237,6 +240,24 @@ async def test_live_config_change_bad_values_describe_and_restart(
     start = await wait_for("retention.bytes applied live",
                            lambda: watermarks(broker.bootstrap, topic)[0], timeout=30)
     assert len(segment_files(broker.log_dir, topic)) < before
+
+    # On the wire: Fetch v5+ carries the new log start, a fetch below it is OFFSET_OUT_OF_RANGE,
+    # ListOffsets earliest (-2) answers it.
+    async with await connect(broker) as conn:
+        for version in (5, 11):
+            for offset, code in ((start, ErrorCode.NONE), (0, ErrorCode.OFFSET_OUT_OF_RANGE)):
+                part = {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 16,
+                        "current_leader_epoch": -1}
+                body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                        "topics": [{"topic": topic, "partitions": [part]}]}
+                resp = await conn.request(ApiKey.FETCH, version, body)
+                p = resp["responses"][0]["partitions"][0]
+                assert p["error_code"] == code, (version, offset, p["error_code"])
+                if code == ErrorCode.NONE:
+                    assert p["log_start_offset"] == start and p["records"]
+        resp = await conn.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": -1, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -2}]}]})
+        assert resp["topics"][0]["partitions"][0]["offset"] == start
 
     # Bad values: refused naming the key, the old value kept and still applied.
     for bad in ("retention.ms=-5", "retention.ms=soon", "retention.bytes=-2", "cleanup.policy=shred",

@@ -259,3 +259,22 @@ def test_retention_on_a_replica_moves_epochs_snapshots_and_the_checkpoint(tmp_pa
     reopened = again.become_follower("t", 0, [1, 2], 2, 0, [1, 2], 0, 1, 300)
     assert reopened.log.log_start_offset == start + 2
     reopened.log.close()
+
+
+def test_describe_configs_shows_retention_keys_in_ms_with_kafkas_synonyms() -> None:
+    from broker.config_catalog import ConfigSource, topic_entries
+
+    static = build_config({"broker.id": "1", "log.retention.minutes": "3", "log.roll.hours": "2"})
+    entries = {e["name"]: e for e in topic_entries({"cleanup.policy": "compact"}, static, include_synonyms=True)}
+    assert (entries["retention.ms"]["value"], entries["retention.ms"]["config_source"]) == (
+        "180000", ConfigSource.STATIC_BROKER_CONFIG)
+    assert [s["name"] for s in entries["retention.ms"]["synonyms"]] == [
+        "log.retention.minutes", "log.retention.hours"]  # log.retention.ms has no default: not listed
+    assert entries["segment.ms"]["value"] == str(2 * HOUR)
+    assert (entries["cleanup.policy"]["value"], entries["cleanup.policy"]["config_source"]) == (
+        "compact", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert entries["file.delete.delay.ms"]["value"] == "60000"
+    assert build_config({"broker.id": "1", "log.retention.ms": "-9"}).log_retention_time_ms == -1
+    minus = {e["name"]: e for e in topic_entries({}, build_config({"broker.id": "1", "log.retention.ms": "-9"}),
+                                                 include_synonyms=False)}
+    assert minus["retention.ms"]["value"] == "-1"
