@@ -51,12 +51,12 @@ CLEAN_SHUTDOWN = ".clean_shutdown"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 DELETED_SUFFIX = ".deleted"  # Kafka's Log.DeletedFileSuffix
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000  # Kafka's log.roll.hours=168
+# Relative offsets are stored as u32 in the index; Kafka rolls at Int.MaxValue as well.
+_MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
 
 def _wall_ms() -> int:
     return int(time.time() * 1000)
-# Relative offsets are stored as u32 in the index; Kafka rolls at Int.MaxValue as well.
-_MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
 
 @dataclass(frozen=True, slots=True)
