@@ -67,7 +67,15 @@ class ControllerContext:
             self.states.pop((topic, p), None)
 
     async def write_state(self, tp: TP, new: L.PartitionState, version: int) -> bool:
-        """Conditional set on the state znode; on a version conflict, the state is re-read and False returned."""
+        """Conditional set on the state znode; on a version conflict, the state is re-read and False returned.
+
+        Nothing is written once this broker has stopped being the controller (its session
+        expired, or another broker holds `/controller`): an event that was running then would
+        otherwise write with zkVersions that still match, as a second controller.
+        """
+        if not self.active:
+            log.info("controller.write_skipped", topic=tp[0], partition=tp[1], reason="no longer controller")
+            return False
         try:
             new_version = await self.zk.set(L.partition_state_path(*tp), new.encode(), version=version)
         except BadVersionError:

@@ -104,6 +104,7 @@ _UP = (States.CONNECTED, States.READ_ONLY)
 DataCallback = Callable[[bytes | None], Awaitable[None]]
 ChildrenCallback = Callable[[list[str]], Awaitable[None]]
 SessionCallback = Callable[[bool], Awaitable[None]]
+ExpiryCallback = Callable[[], None]
 
 
 def split_connect(connect: str) -> tuple[str, str | None]:
@@ -215,6 +216,9 @@ class ZkClient:
         self._zk = self._new_aiozk()
         self._watches: set[Watch] = set()
         self._session_callbacks: list[SessionCallback] = []
+        self._expiry_callbacks: list[ExpiryCallback] = []
+        # The session aiozk is connected with, updated synchronously at each (re)connection.
+        self._live_session: int | None = None
         self._reconnects: asyncio.Queue[int | None] = asyncio.Queue()
         self._notifier: asyncio.Task[None] | None = None
         self._closed = False
@@ -252,6 +256,16 @@ class ZkClient:
         if zk is not self._zk or self._closed:
             return
         if state in _UP:
+            session_id = zk.session.session_id
+            if self._live_session is not None and session_id != self._live_session:
+                # Before any request or watch event of the new session: whatever acted on the
+                # old one's authority (the controller) must stop now, not when a callback runs.
+                for expired in list(self._expiry_callbacks):
+                    try:
+                        expired()
+                    except Exception:
+                        log.exception("zk.expiry_callback_failed")
+            self._live_session = session_id
             # aiozk starts the connection's read loop right after this transition returns.
             asyncio.get_running_loop().call_soon(self._arm_drop_detector, zk, zk.session.conn)
             if self._notifier is not None:
@@ -340,6 +354,13 @@ class ZkClient:
 
     def on_session(self, callback: SessionCallback) -> None:
         self._session_callbacks.append(callback)
+
+    def on_session_expired(self, callback: ExpiryCallback) -> None:
+        """`callback()` runs synchronously when a new session replaces an expired one, before
+        the new session carries any request, watch event or `on_session` callback (Kafka's
+        ZooKeeperClient calls `beforeInitializingSession` the same way: its controller resigns
+        there, before the broker registers again)."""
+        self._expiry_callbacks.append(callback)
 
     async def _notify_reconnects(self) -> None:
         while not self._closed:

@@ -205,18 +205,22 @@ async def test_kill_past_session_expiry_starts_a_new_session(zk_server: ZooKeepe
     await proxy.start()
     sessions: list[bool] = []
     seen: list[bytes | None] = []
+    order: list[str] = []  # expiry, session callbacks and watch events, as they happen
 
     async def on_session(new: bool) -> None:
+        order.append("session")
         sessions.append(new)
         if new:
             await zk.create("/eph", b"again", ephemeral=True)
 
     async def on_data(d: bytes | None) -> None:
+        order.append(f"data {d!r}")
         seen.append(d)
 
     try:
         async with zk_connect(proxy.connect_string, 4000) as zk:
             zk.on_session(on_session)
+            zk.on_session_expired(lambda: order.append("expired"))
             await zk.create("/eph", b"first", ephemeral=True)
             await zk.create("/d", b"1")
             await zk.watch_data("/d", on_data)
@@ -238,6 +242,10 @@ async def test_kill_past_session_expiry_starts_a_new_session(zk_server: ZooKeepe
                 await wait_for("watched data", lambda: seen[-1] == b"2", 5)
                 data, _ = await other.get("/eph")
                 assert data == b"again"
+                # The expiry is told once, synchronously, before anything of the new session (a
+                # controller must have stopped before its broker registers again).
+                assert order.count("expired") == 1 and order.index("expired") < order.index("session"), order
+                assert order.index("expired") < order.index("data b'2'"), order
             await zk.set("/d", b"3")
             await wait_for("watched data", lambda: seen[-1] == b"3", 5)
     finally:
