@@ -82,6 +82,10 @@ class NotEmptyError(ZkError):
     pass
 
 
+class FencedError(ZkError):
+    """A write guarded by another znode's version (`set_fenced`) found that znode changed."""
+
+
 class ZkUnavailable(ZkError):
     """ZooKeeper did not answer within the retry budget."""
 
@@ -499,6 +503,37 @@ class ZkClient:
                 raise
 
         return int(await self._retrying(once, f"set {path}"))
+
+    async def set_fenced(self, path: str, data: bytes, version: int, guard: str, guard_version: int) -> int:
+        """A conditional set of `path` that lands only while `guard` is still at `guard_version`:
+        one multi-op (check + set), as Kafka's controller writes every state znode with a check of
+        `/controller_epoch`'s zkVersion, so that a controller superseded meanwhile writes nothing.
+        FencedError when `guard` moved, BadVersionError when `path` did; the new version of `path`."""
+        attempts = 0
+        drops = self._drops
+
+        async def once() -> int:
+            nonlocal attempts
+            attempts += 1
+            txn = self._zk.begin_transaction()
+            txn.check_version(guard, guard_version)
+            txn.set_data(path, data, version)
+            response = await self._zk.send(txn.request)
+            check, written = response.responses
+            if isinstance(written, protocol.SetDataResponse):
+                return int(written.stat.version)
+            if isinstance(check, zkexc.BadVersion | zkexc.NoNode):
+                raise FencedError(f"set {path}: {guard} is no longer at version {guard_version}")
+            if isinstance(written, zkexc.BadVersion) and (attempts > 1 or self._drops != drops):
+                # Our write may have landed before its answer was lost.
+                got, stat = await self._zk.get(path)
+                if stat.version == version + 1 and bytes(got or b"") == bytes(data):
+                    return int(stat.version)
+            if isinstance(written, BaseException):
+                raise written
+            raise ZkError(f"set {path}: unexpected multi answer {response}")
+
+        return int(await self._retrying(once, f"set {path} (fenced by {guard})"))
 
     async def delete(self, path: str, version: int = -1) -> None:
         attempts = 0

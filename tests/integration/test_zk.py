@@ -9,7 +9,14 @@ from collections.abc import AsyncIterator
 import aiozk
 import pytest
 
-from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, ZkClient
+from broker.zk.client import (
+    BadVersionError,
+    FencedError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    ZkClient,
+)
 from broker.zk.server import ZooKeeperServer
 from tests.support.waiting import wait_for
 from tests.support.zookeeper import TcpProxy, zk_connect
@@ -196,6 +203,24 @@ async def test_in_flight_call_survives_a_kill(zk_server: ZooKeeperServer, zk: Zk
     assert not call.done()
     zk_server.start()
     assert await asyncio.wait_for(call, 10) == (b"v", 0)
+
+
+async def test_set_fenced_lands_only_while_the_guard_is_unchanged(zk: ZkClient) -> None:
+    """The controller's state writes: a check of /controller_epoch's version and the set, in one multi."""
+    await zk.create("/epoch", b"1")
+    await zk.create("/state", b"a")
+    assert await zk.set_fenced("/state", b"b", 0, "/epoch", 0) == 1
+    with pytest.raises(BadVersionError):  # the state moved: a conflict, as with set()
+        await zk.set_fenced("/state", b"c", 0, "/epoch", 0)
+    assert await zk.set("/epoch", b"2", 0) == 1  # another controller's election
+    with pytest.raises(FencedError):  # the guard moved: nothing written, even with the right version
+        await zk.set_fenced("/state", b"c", 1, "/epoch", 0)
+    assert await zk.get("/state") == (b"b", 1)
+    assert await zk.set_fenced("/state", b"c", 1, "/epoch", 1) == 2
+    await zk.delete("/epoch")
+    with pytest.raises(FencedError):
+        await zk.set_fenced("/state", b"d", 2, "/epoch", 1)
+    assert await zk.get("/state") == (b"c", 2)
 
 
 async def test_kill_past_session_expiry_starts_a_new_session(zk_server: ZooKeeperServer) -> None:
