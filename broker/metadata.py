@@ -40,6 +40,9 @@ class MetadataCache:
     brokers: dict[int, L.BrokerInfo] = field(default_factory=dict)
     topics: dict[str, dict[int, PartitionInfo]] = field(default_factory=dict)
     controller_id: int = -1
+    # False until the controller's first UpdateMetadata: until then the cache knows no broker,
+    # not even this one, and an answer from it would send clients away empty-handed.
+    initialized: bool = False
     inter_broker_listener: str = "PLAINTEXT"
 
     def endpoints_for(self, listener: str) -> list[tuple[int, str, int, str | None]]:
@@ -94,6 +97,7 @@ class MetadataCache:
     def update(self, request: dict[str, Any]) -> None:
         """Apply an UpdateMetadata request (v0-v2 shapes)."""
         self.controller_id = request["controller_id"]
+        self.initialized = True
         brokers: dict[int, L.BrokerInfo] = {}
         for b in request["live_brokers"]:
             bid = b["id"]

@@ -12,6 +12,10 @@ LEADER_NOT_AVAILABLE with leader -1. leader_epoch (v7+) is the one the controlle
 then every operation Kafka supports on the resource (there is no authorizer yet).
 v10+: topic ids are the zero UUID (this broker has none); a request naming a topic by id or
 with a null name fails with INVALID_REQUEST on every topic, as Kafka 2.8 does.
+Departure: until the controller's first UpdateMetadata reaches this broker (just after it starts)
+a Metadata request waits for it, up to FIRST_METADATA_WAIT_S, instead of answering with no
+brokers and no controller: librdkafka's admin client, told that, waited out its whole timeout
+for a controller without asking again.
 Departure: offline_replicas (v5+) is always empty: UpdateMetadata v0-2 does not carry it.
 """
 
@@ -29,6 +33,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import metadata as messages
 
 ZERO_UUID = uuid.UUID(int=0)
+FIRST_METADATA_WAIT_S = 5.0
 
 
 def live_brokers(ctx: RequestContext) -> list[dict[str, Any]]:
@@ -61,6 +66,8 @@ async def _unknown_topic(ctx: RequestContext, name: str, auto_create: bool) -> d
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     services = ctx.services
     md = services.metadata
+    if not md.initialized:
+        await services.metadata_updated.wait_until(lambda: md.initialized, FIRST_METADATA_WAIT_S)
     requested = request.get("topics")
     all_topics = requested is None or (ctx.api_version == 0 and not requested)
     if not all_topics:
