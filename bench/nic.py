@@ -123,14 +123,26 @@ class SteadyClient:
 
     def window(self, start: float, end: float) -> dict:
         """Messages acknowledged in [start, end): their rate and latency percentiles."""
-        lat = sorted(acked - sent for sent, acked in self.samples if start <= acked < end)
+        inside = [(sent, acked) for sent, acked in self.samples if start <= acked < end]
+        lat = sorted(acked - sent for sent, acked in inside)
         if not lat:
             return {"seconds": round(end - start, 1), "messages": 0, "throughput_msgs_per_s": 0.0}
+        # The longest time without an acknowledgement (from the window's start, between acks,
+        # to its end): a stall that a throughput averaged over the window hides.
+        times = [start, *sorted(acked for _, acked in inside), end]
+        stall = max(b - a for a, b in zip(times, times[1:], strict=False))
+        # Acknowledgements per whole second of the window, median: robust to the burst that
+        # ends a stall (a move's end is seen up to a second late, so that burst falls inside).
+        per_second = [0] * max(1, int(end - start))
+        for _, acked in inside:
+            if int(acked - start) < len(per_second):
+                per_second[int(acked - start)] += 1
         return {"seconds": round(end - start, 1), "messages": len(lat),
                 "throughput_msgs_per_s": round(len(lat) / (end - start), 1),
+                "median_msgs_per_s": statistics.median(per_second),
                 "latency_p50_ms": round(statistics.median(lat) * 1000, 1),
                 "latency_p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000, 1),
-                "latency_max_ms": round(lat[-1] * 1000, 1)}
+                "latency_max_ms": round(lat[-1] * 1000, 1), "longest_stall_ms": round(stall * 1000, 1)}
 
 
 class LinkSampler:
@@ -252,6 +264,14 @@ def run(image: str, workdir: Path, rate_mbit: int, throttle: int, backlog: int, 
         cluster.down()
 
 
+def acks_per_second(latency: list[tuple[float, float]]) -> list[tuple[int, int]]:
+    """(second from the first move's start, acknowledgements in it)."""
+    per_s: dict[int, int] = {}
+    for x, _ in latency:
+        per_s[int(x // 1)] = per_s.get(int(x // 1), 0) + 1
+    return sorted(per_s.items())
+
+
 def plot(result: dict, rate_mbit: int, throttle: int, steady_rate: int) -> Path:
     import matplotlib
     matplotlib.use("Agg")
@@ -269,11 +289,8 @@ def plot(result: dict, rate_mbit: int, throttle: int, steady_rate: int) -> Path:
     ax1.set_title(f"Steady client ({steady_rate} msg/s of 1 KB, acks=all) during two moves; links shaped to "
                   f"{rate_mbit or 'unshaped'} Mbit/s\nred: unthrottled move, green: throttled at "
                   f"{throttle / MB:g} MB/s")
-    per_s: dict[int, int] = {}
-    for x in xs:
-        per_s[int(x // 1)] = per_s.get(int(x // 1), 0) + 1
-    secs = sorted(per_s)
-    ax2.step(secs, [per_s[s] for s in secs], where="post", color="tab:blue")
+    per_s = acks_per_second(tl["latency"])
+    ax2.step([s for s, _ in per_s], [n for _, n in per_s], where="post", color="tab:blue")
     ax2.axhline(steady_rate, linestyle=":", color="grey", linewidth=0.8)
     ax2.set_ylabel("acknowledged msg/s")
     pts = tl["link"]
@@ -343,7 +360,9 @@ def main() -> None:
                        "link_mbit_per_s": args.rate_mbit or None, "throttle_bytes_per_s": throttle,
                        "backlog_bytes_per_move": int(args.backlog_mb * MB), "steady_rate_msgs_per_s": args.steady_rate,
                        "bench_seconds": round(time.monotonic() - started), "client_errors": result["client_errors"],
-                       "phases": result["phases"], "plot": str(path.relative_to(ROOT))})
+                       "phases": result["phases"], "moves": result["timeline"]["moves"],
+                       "acks_per_second": acks_per_second(result["timeline"]["latency"]),
+                       "plot": str(path.relative_to(ROOT))})
 
 
 if __name__ == "__main__":
