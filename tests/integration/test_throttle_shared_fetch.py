@@ -66,7 +66,14 @@ async def test_held_back_throttled_partition_does_not_hold_the_unthrottled_one(
             for topic in ("slow", "free"):
                 await wait_for(f"ISR [0] of {topic}", lambda topic=topic: isr_is(zk, topic, [0]), timeout=30)
             set_throttle(zk_server.connect_string, "slow", LEADER_RATE)
-            await asyncio.sleep(2)  # the brokers apply the config change from ZooKeeper's notification
+
+            async def slow_held_back() -> bool:
+                """The leader has applied the throttle (from ZooKeeper's notification): `slow` comes back empty."""
+                resp = await conn.request(ApiKey.FETCH, 3, follower_fetch({"slow": 0}) | {"max_wait_ms": 0})
+                part = by_topic(resp)["slow"]
+                return part["error_code"] == ErrorCode.NONE and not part["records"]
+
+            await wait_for("the leader throttle in force on slow", slow_held_back, timeout=30)
 
             # 1. `free` has bytes at once: answered at once, `slow` held back (empty, no error).
             resp = await asyncio.wait_for(conn.request(ApiKey.FETCH, 3, follower_fetch({"slow": 0, "free": 0})),
