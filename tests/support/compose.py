@@ -3,7 +3,7 @@
 Each `ComposeCluster` is its own Compose project (`mbtest<pid>x<n>`: nothing it creates is
 shared), on free host ports; `down()` removes its containers, networks and volumes.
 `sweep_leftovers()` removes what earlier runs left (projects named `mbtest*` only, never a
-user's cluster). A bench passes its own prefix to both (bench/nic.py: `mbnic`), so a test
+user's cluster, and never one whose process still runs). A bench passes its own prefix to both (bench/nic.py: `mbnic`), so a test
 session's sweep never removes a bench's cluster mid-run, nor the other way round. The image is built once per tree by docker/build-images.sh.
 """
 
@@ -65,6 +65,9 @@ def sweep_leftovers(prefix: str = PROJECT_PREFIX) -> list[str]:
         r = subprocess.run(["docker", *kind.split(), "--filter", "label=com.docker.compose.project",
                             "--format", '{{.Label "com.docker.compose.project"}}'], capture_output=True, text=True)
         found.update(p for p in r.stdout.split() if p.startswith(prefix))
+    # A project named after a process that still runs belongs to a live session (another test
+    # run or bench on this machine): not a leftover. Sweeping it killed a bench's cluster mid-run.
+    found = {p for p in found if not _owner_alive(p, prefix)}
     for project in sorted(found):
         label = f"label=com.docker.compose.project={project}"
         ids = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True).stdout.split()
@@ -76,6 +79,20 @@ def sweep_leftovers(prefix: str = PROJECT_PREFIX) -> list[str]:
             if names:
                 subprocess.run(["docker", kind, "rm", *names], capture_output=True)
     return sorted(found)
+
+
+def _owner_alive(project: str, prefix: str) -> bool:
+    """True if `project` (`<prefix><pid>x<n>`) was made by a process that is still running."""
+    head = project[len(prefix):].split("x", 1)[0]
+    if not head.isdigit():
+        return False
+    try:
+        os.kill(int(head), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class ComposeCluster:
