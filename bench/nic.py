@@ -8,10 +8,10 @@ its replication to broker 3 crosses broker 1's shaped link and shares broker 3's
 moves. Then, one after the other in the same run, `move_free` is reassigned to [1, 2, 3] without
 a throttle and `move_throttled` with `--throttle T` (default: a fifth of the link). Side by side:
 each move's duration and catch-up rate as a fraction of the link (the backlog over the move time,
-and broker 1's bytes through its shaped interface, counted by tc), and the steady client's
+and broker 1's bytes through its shaped interface, from its tx counter), and the steady client's
 acknowledged messages/s and produce latency p50/p99 before and during each move.
 
-    python -m bench.nic                     # 100 Mbit/s links, T = 0.2 of the link, ~4 min
+    python -m bench.nic                     # 100 Mbit/s links, T = 0.2 of the link: ~2 min + image build
     python -m bench.nic --rate-mbit 0       # unshaped: what the brokers reach on the bridge
 
 The steady client is bounded as Kafka's own producer is (5 requests in flight, linger 5 ms): a
