@@ -3,7 +3,8 @@
 Each `ComposeCluster` is its own Compose project (`mbtest<pid>x<n>`: nothing it creates is
 shared), on free host ports; `down()` removes its containers, networks and volumes.
 `sweep_leftovers()` removes what earlier runs left (projects named `mbtest*` only, never a
-user's cluster). The image is built once per tree by docker/build-images.sh.
+user's cluster, and never one whose process still runs). A bench passes its own prefix to both (bench/nic.py: `mbnic`), so a test
+session's sweep never removes a bench's cluster mid-run, nor the other way round. The image is built once per tree by docker/build-images.sh.
 """
 
 from __future__ import annotations
@@ -57,13 +58,16 @@ def build_image() -> str:
     return r.stdout.strip().splitlines()[-1]
 
 
-def sweep_leftovers() -> list[str]:
-    """Removes every mbtest* project's containers, networks and volumes; returns the projects."""
+def sweep_leftovers(prefix: str = PROJECT_PREFIX) -> list[str]:
+    """Removes every `prefix`* project's containers, networks and volumes; returns the projects."""
     found: set[str] = set()
     for kind in ("ps -a", "network ls", "volume ls"):
         r = subprocess.run(["docker", *kind.split(), "--filter", "label=com.docker.compose.project",
                             "--format", '{{.Label "com.docker.compose.project"}}'], capture_output=True, text=True)
-        found.update(p for p in r.stdout.split() if p.startswith(PROJECT_PREFIX))
+        found.update(p for p in r.stdout.split() if p.startswith(prefix))
+    # A project named after a process that still runs belongs to a live session (another test
+    # run or bench on this machine): not a leftover. Sweeping it killed a bench's cluster mid-run.
+    found = {p for p in found if not _owner_alive(p, prefix)}
     for project in sorted(found):
         label = f"label=com.docker.compose.project={project}"
         ids = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True).stdout.split()
@@ -77,11 +81,26 @@ def sweep_leftovers() -> list[str]:
     return sorted(found)
 
 
+def _owner_alive(project: str, prefix: str) -> bool:
+    """True if `project` (`<prefix><pid>x<n>`) was made by a process that is still running."""
+    head = project[len(prefix):].split("x", 1)[0]
+    if not head.isdigit():
+        return False
+    try:
+        os.kill(int(head), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class ComposeCluster:
-    def __init__(self, image: str, workdir: Path, extra_files: tuple[Path, ...] = ()) -> None:
+    def __init__(self, image: str, workdir: Path, extra_files: tuple[Path, ...] = (),
+                 prefix: str = PROJECT_PREFIX) -> None:
         self.image = image
         self.workdir = workdir
-        self.project = f"{PROJECT_PREFIX}{os.getpid()}x{next(_numbers)}"
+        self.project = f"{prefix}{os.getpid()}x{next(_numbers)}"
         self.ports = {b: free_port() for b in BROKERS}
         self.metrics_ports = {b: free_port() for b in BROKERS}
         cmd = compose_command()
