@@ -15,6 +15,7 @@ from broker.config_env import properties_from_env
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
+DOUBLE_MAX = 1.7976931348623157e308
 
 
 class ConfigError(ValueError):
@@ -32,6 +33,23 @@ def _int(key: str, raw: str, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise ConfigError(key, raw, f"must be >= {minimum}")
     return value
+
+
+def _double(key: str, raw: str, minimum: float = 0.0, maximum: float | None = None) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ConfigError(key, raw, "not a number") from None
+    if value != value or value < minimum or (maximum is not None and value > maximum):
+        raise ConfigError(key, raw, f"must be in [{minimum}, {maximum if maximum is not None else 'inf'}]")
+    return value
+
+
+def _cleanup_policy(key: str, raw: str) -> str:
+    items = [v.strip() for v in raw.split(",")]
+    if not raw.strip() or any(v not in ("compact", "delete") for v in items):
+        raise ConfigError(key, raw, "expected a list of compact, delete")
+    return ",".join(items)
 
 
 def _bool(key: str, raw: str) -> bool:
@@ -173,6 +191,18 @@ class BrokerConfig:
     # Kafka 2.8 expires a partition's idle producer ids after transactional.id.expiration.ms
     # (LogManager's maxPidExpirationMs); producer.id.expiration.ms only came with Kafka 3.x.
     transactional_id_expiration_ms: int = 604800000
+    # The log cleaner (broker.log.cleaner), Kafka 2.8's keys and defaults.
+    log_cleanup_policy: str = "delete"
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_io_max_bytes_per_second: float = DOUBLE_MAX  # Kafka's Double.MaxValue: unthrottled
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_min_compaction_lag_ms: int = 0
+    log_cleaner_max_compaction_lag_ms: int = LONG_MAX
+    log_cleaner_delete_retention_ms: int = 86400000
+    log_cleaner_backoff_ms: int = 15000
+    file_delete_delay_ms: int = 60000
     unknown_keys: list[str] = field(default_factory=list)
     # The known keys as given (file and overrides): DescribeConfigs names them STATIC_BROKER_CONFIG.
     given: dict[str, str] = field(default_factory=dict)
@@ -250,6 +280,17 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool),
     "metrics.listener": ("metrics_listener", lambda k, v: v.strip() or None),
     "replication.throttle.leftover.warn.ms": ("replication_throttle_leftover_warn_ms", _positive),
+    "log.cleanup.policy": ("log_cleanup_policy", _cleanup_policy),
+    "log.cleaner.enable": ("log_cleaner_enable", _bool),
+    "log.cleaner.threads": ("log_cleaner_threads", _non_negative),
+    "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", lambda k, v: _double(k, v)),
+    "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", _non_negative),
+    "log.cleaner.min.cleanable.ratio": ("log_cleaner_min_cleanable_ratio", lambda k, v: _double(k, v, 0.0, 1.0)),
+    "log.cleaner.min.compaction.lag.ms": ("log_cleaner_min_compaction_lag_ms", _non_negative),
+    "log.cleaner.max.compaction.lag.ms": ("log_cleaner_max_compaction_lag_ms", _positive),
+    "log.cleaner.delete.retention.ms": ("log_cleaner_delete_retention_ms", _non_negative),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _non_negative),
+    "file.delete.delay.ms": ("file_delete_delay_ms", _non_negative),
 }
 
 KNOWN_KEYS = frozenset(_PARSERS)

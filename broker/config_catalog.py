@@ -69,6 +69,12 @@ TOPIC_CATALOG: dict[str, TopicKey] = {
     "message.timestamp.type": TopicKey(ConfigType.STRING, "CreateTime"),
     "message.timestamp.difference.max.ms": TopicKey(ConfigType.LONG, "9223372036854775807"),
     "compression.type": TopicKey(ConfigType.STRING, "producer"),
+    "cleanup.policy": TopicKey(ConfigType.LIST, "delete", ("log.cleanup.policy",)),
+    "min.cleanable.dirty.ratio": TopicKey(ConfigType.DOUBLE, "0.5", ("log.cleaner.min.cleanable.ratio",)),
+    "min.compaction.lag.ms": TopicKey(ConfigType.LONG, "0", ("log.cleaner.min.compaction.lag.ms",)),
+    "max.compaction.lag.ms": TopicKey(ConfigType.LONG, "9223372036854775807",
+                                      ("log.cleaner.max.compaction.lag.ms",)),
+    "delete.retention.ms": TopicKey(ConfigType.LONG, "86400000", ("log.cleaner.delete.retention.ms",)),
 }
 
 # Kafka's defaults of broker keys that are topic synonyms but that this broker does not parse:
@@ -92,9 +98,15 @@ _STATIC_TYPES: dict[str, ConfigType] = {
                      "controller.quota.window.num", "controller.quota.window.size.seconds"), ConfigType.INT),
     **dict.fromkeys(("connections.max.idle.ms", "queued.max.request.bytes", "replica.lag.time.max.ms",
                      "quota.producer.default", "quota.consumer.default",
-                     "replication.throttle.leftover.warn.ms"), ConfigType.LONG),
+                     "replication.throttle.leftover.warn.ms", "log.cleaner.dedupe.buffer.size",
+                     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
+                     "log.cleaner.delete.retention.ms", "log.cleaner.backoff.ms", "file.delete.delay.ms"),
+                    ConfigType.LONG),
+    **dict.fromkeys(("log.cleaner.io.max.bytes.per.second", "log.cleaner.min.cleanable.ratio"), ConfigType.DOUBLE),
+    "log.cleanup.policy": ConfigType.LIST,
+    "log.cleaner.threads": ConfigType.INT,
     **dict.fromkeys(("auto.create.topics.enable", "unclean.leader.election.enable",
-                     "controlled.shutdown.enable"), ConfigType.BOOLEAN),
+                     "controlled.shutdown.enable", "log.cleaner.enable"), ConfigType.BOOLEAN),
 }
 
 

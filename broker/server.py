@@ -11,6 +11,7 @@ import time
 
 import structlog
 
+from broker import log_cleaning
 from broker.apis import ALL_APIS
 from broker.apis.admin import Admin
 from broker.apis.config_admin import ConfigAdmin
@@ -96,6 +97,7 @@ class Broker:
         self._cluster_id = ""  # read from /cluster/id at start, before the listener opens
         self.metrics_url: str | None = None
         self._leftover_task: asyncio.Task[None] | None = None
+        self.log_cleaner = log_cleaning.build(config, self.replicas, self.topic_configs, self.metrics)
         register_replication_gauges(self.metrics, self.replicas, self.throttles)
         register_quota_gauges(self.metrics, self.produce_quotas, self.fetch_quotas, self.mutation_quotas,
                               self.now_ms)
@@ -193,6 +195,7 @@ class Broker:
         for listener in self.listeners:
             await listener.start()
         self.replicas.start()
+        self.log_cleaner.start()
         # Configs first, registration second (as Kafka's start-up does): registering makes the
         # controller hand out partitions, and a replica fetcher must not start unthrottled.
         await self.dynamic_config.start()
@@ -242,6 +245,7 @@ class Broker:
                 log.warning("broker.stop_step_timeout", step=name)
         if self._metrics_server is not None:
             self._metrics_server.close()
+        await self.log_cleaner.stop()
         await self.replicas.stop()
         try:
             await asyncio.wait_for(self.zk.close(), 10)

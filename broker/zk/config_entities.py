@@ -73,6 +73,34 @@ def _topic_int(minimum: int):  # noqa: ANN202
     return check
 
 
+_LONG_MAX = (1 << 63) - 1
+
+
+def _long_at_most_max(minimum: int):  # noqa: ANN202
+    """A Java long of at least `minimum` (a value past Long.MAX_VALUE is refused, as Kafka's parse does)."""
+    def check(key: str, value: str) -> int:
+        v = _long(key, value, minimum)
+        if v > _LONG_MAX:
+            raise InvalidConfig(key, value, f"must be at most {_LONG_MAX}")
+        return v
+    return check
+
+
+def _ratio(key: str, value: str) -> float:
+    v = _double(key, value)
+    if v > 1:
+        raise InvalidConfig(key, value, "must be between 0 and 1")
+    return v
+
+
+def _cleanup_policy(key: str, value: str) -> str:
+    """Kafka's ValidList.in(compact, delete): a comma-separated list of those two."""
+    items = [v.strip() for v in value.split(",")]
+    if not value.strip() or any(v not in ("compact", "delete") for v in items):
+        raise InvalidConfig(key, value, "expected a list of compact, delete")
+    return ",".join(items)
+
+
 def _one_of(*allowed: str):  # noqa: ANN202
     def check(key: str, value: str) -> str:
         if value not in allowed:
@@ -94,6 +122,12 @@ TOPIC_KEYS = {
     "message.timestamp.difference.max.ms": _topic_int(0),
     # Produce recompresses batches to it unless it is `producer` (protocol.records.validator).
     "compression.type": _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    # The log cleaner (broker.log.cleaner) reads these.
+    "cleanup.policy": _cleanup_policy,
+    "min.cleanable.dirty.ratio": _ratio,
+    "min.compaction.lag.ms": _long_at_most_max(0),
+    "max.compaction.lag.ms": _long_at_most_max(1),
+    "delete.retention.ms": _long_at_most_max(0),
 }
 BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long}
 CLIENT_KEYS = {PRODUCER_BYTE_RATE: lambda k, v: _long(k, v, 1), CONSUMER_BYTE_RATE: lambda k, v: _long(k, v, 1),
