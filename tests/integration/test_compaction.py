@@ -237,6 +237,7 @@ async def test_cleaner_throttle_holds_its_rate(broker_factory) -> None:  # noqa:
     t1, v1 = time.monotonic(), cleaner_bytes()
     assert "cleaner.cleaned" not in b.log(), "the pass ended inside the window: the measure would be low"
     measured = (v1 - v0) / (t1 - t0)
+    print(f"cleaner I/O over {t1 - t0:.1f} s: {measured:.0f} B/s against a bound of {rate}")
     assert abs(measured - rate) <= 0.1 * rate, f"cleaner I/O {measured:.0f} B/s against a bound of {rate}"
 
 

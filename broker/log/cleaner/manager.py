@@ -178,7 +178,8 @@ class LogCleaner:
         except OSError as e:
             log.error("cleaner.checkpoint_failed", error=str(e))
         log.info("cleaner.cleaned", topic=row.topic, partition=row.partition, first_dirty=cleanable.first_dirty,
-                 end_offset=end, dirty_ratio=round(cleanable.ratio, 3), groups=stats.groups,
+                 end_offset=end, dirty_ratio=round(cleanable.ratio, 3), dirty_bytes=cleanable.cleanable_bytes,
+                 groups=stats.groups,
                  bytes_read=stats.bytes_read, bytes_written=stats.bytes_written, records_read=stats.records_read,
                  records_kept=stats.records_kept, seconds=round(time.monotonic() - started, 3))
         return True
