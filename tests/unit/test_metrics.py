@@ -35,6 +35,10 @@ BROKER_FAMILIES = {
     ("controller_mutation_tokens", "gauge"),
     ("controller_mutation_throttle_time_ms", "gauge"),
     ("producer_ids", "gauge"),
+    ("log_cleaner_bytes_read_total", "counter"),
+    ("log_cleaner_bytes_written_total", "counter"),
+    ("log_cleaner_max_dirty_ratio", "gauge"),
+    ("log_cleaner_io_bytes_per_second", "gauge"),
 }
 
 

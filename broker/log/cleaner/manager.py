@@ -153,7 +153,13 @@ class LogCleaner:
         return None if best is None else candidates[best]
 
     async def _clean_filthiest(self, offset_map: OffsetMap) -> bool:
-        picked = self._pick(await self.logs())
+        rows = await self.logs()
+        # A log no longer hosted here (deleted, moved away) loses its row: if it comes back, it is
+        # dirty from its start again, which costs a pass and can never keep a duplicate forever.
+        hosted = {row.key for row in rows}
+        for key in [k for k in self.checkpoints if k not in hosted]:
+            del self.checkpoints[key]
+        picked = self._pick(rows)
         if picked is None:
             return False
         row, cleanable = picked
@@ -196,7 +202,3 @@ class LogCleaner:
         handle = loop.call_later(self.settings.file_delete_delay_ms / 1000, delete)
         entry.append((handle, segments))
         self._retired.append(entry[0])
-
-    def forget(self, topic: str, partition: int) -> None:
-        """A log deleted from this broker: its checkpoint row goes."""
-        self.checkpoints.pop((topic, partition), None)
