@@ -210,10 +210,12 @@ async def clean_log(log: Log, cleanable: Cleanable, config: CompactionConfig, of
     segments = log.segments
     # 1. The offset map over the dirty segments.
     full = False
+    mapped: list[tuple[Segment, int]] = []
     for i, seg in enumerate(segments[:-1]):
         next_base = segments[i + 1].base_offset
         if seg.base_offset >= stop or next_base <= start:
             continue
+        mapped.append((seg, seg.size))
         pos = seg.lookup(start)[1] if seg.base_offset <= start else 0
         async for entry in _entries(seg, pos, seg.size, throttle, stats):
             if not map_batch(offset_map, entry, start):
@@ -265,12 +267,24 @@ async def clean_log(log: Log, cleanable: Cleanable, config: CompactionConfig, of
             writer.discard()
             raise
         kill_point("cleaned")
+        # The map must still describe the log: a record it names as a key's latest that a
+        # truncation removed meanwhile would make this group drop that key's older values.
+        if not _still_there(log, mapped):
+            writer.discard()
+            raise CleaningAborted("segments read for the offset map changed")
         replaced = log.replace_segments(old, sizes, kill_point)
         if replaced is None:
             raise CleaningAborted(f"segments from {old[0].base_offset} changed while they were cleaned")
         stats.groups += 1
         retire(replaced)
     return end_offset
+
+
+def _still_there(log: Log, mapped: list[tuple[Segment, int]]) -> bool:
+    """Every segment the map was built from is still the log's, its size unchanged (the groups
+    already swapped in replace some of them; their replacement is checked by identity of the rest)."""
+    current = {id(seg): seg.size for seg in log.segments}
+    return all(id(seg) not in current and seg.fd >= 0 or current.get(id(seg)) == size for seg, size in mapped)
 
 
 def _count_of(entry: memoryview) -> int:
