@@ -170,3 +170,31 @@ def test_a_crash_at_each_step_leaves_a_log_that_opens_whole(tmp_path: Path, poin
     run_pass(reopened)
     assert latest_values(everything(reopened)) == latest
     reopened.close()
+
+
+class TruncatingThrottle(CleanerThrottle):
+    """Truncates the log at its first step, as a follower's epoch truncation would mid-pass."""
+
+    def __init__(self, log: Log, offset: int) -> None:
+        super().__init__(1e308, lambda: 0.0)
+        self.log, self.offset, self.done = log, offset, False
+
+    async def take(self, nbytes: int) -> None:
+        if not self.done:
+            self.done = True
+            self.log.truncate_to(self.offset)
+        await super().take(nbytes)
+
+
+def test_a_truncation_during_a_pass_abandons_it(tmp_path: Path) -> None:
+    log = Log.open(tmp_path, segment_bytes=16 * 1024, index_interval_bytes=512)
+    fill(log, 3000, 100)
+    cut = log.segments[3].base_offset + 2
+    c = cleanable_offsets(segment_stats(log), 0, log.log_end_offset, log.log_end_offset, None, NOW, CONFIG)
+    with pytest.raises(cleaner_module.CleaningAborted):
+        asyncio.run(clean_log(log, c, CONFIG, OffsetMap(1 << 20), frozenset(), TruncatingThrottle(log, cut),
+                              CleanerStats(), lambda segs: None))
+    assert not list(tmp_path.glob("*.cleaned")) and not list(tmp_path.glob("*.swap"))
+    records = everything(log)
+    assert [o for o, _, _ in records] == list(range(log.log_end_offset))  # nothing dropped below the cut
+    log.close()
