@@ -134,9 +134,11 @@ async def _entries(seg: Segment, start: int, limit: int, throttle: Throttle,
                 break
             yield view[rel:end]
             rel = end
-        stats.read(rel)
+        # What was read counts, the cut-off tail that the next step reads again included: the
+        # bound is on I/O, as the syscalls see it.
+        stats.read(len(buf))
         pos += rel
-        await throttle.take(rel)
+        await throttle.take(len(buf))
 
 
 class _CleanedWriter:
