@@ -85,6 +85,7 @@ _UNPARSED_BROKER_DEFAULTS = {"log.retention.hours": "168", "log.retention.bytes"
 BROKER_DYNAMIC_CATALOG: dict[str, tuple[ConfigType, str]] = {
     E.LEADER_RATE: (ConfigType.LONG, str(LONG_MAX)),
     E.FOLLOWER_RATE: (ConfigType.LONG, str(LONG_MAX)),
+    E.CLEANER_IO_RATE: (ConfigType.DOUBLE, "1.7976931348623157E308"),
 }
 
 # Types of the static keys (KafkaConfig's ConfigDef); any key not listed is a STRING.

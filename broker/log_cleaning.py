@@ -20,6 +20,7 @@ from broker.log.cleaner.manager import CleanerLog, CleanerSettings, LogCleaner
 from broker.log.cleaner.rules import CompactionConfig
 from broker.metrics import Registry
 from broker.replication.replica_manager import Partition, ReplicaManager
+from broker.zk.config_entities import CLEANER_IO_RATE, DEFAULT_ENTITY
 from broker.zk.topic_configs import TopicConfigs
 
 log = structlog.get_logger()
@@ -55,6 +56,34 @@ def _producer_last_offsets(part: Partition) -> Container[tuple[int, int]]:
         return frozenset()
     return frozenset((pid, entry.last_offset) for pid, entry in part.producers.states.producers.items()
                      if entry.last_offset >= 0)
+
+
+class CleanerRate:
+    """log.cleaner.io.max.bytes.per.second as Kafka 2.8 resolves a dynamic broker key: this broker's
+    `/config/brokers/<id>`, else `/config/brokers/<default>`, else server.properties."""
+
+    def __init__(self, config: BrokerConfig, cleaner: LogCleaner) -> None:
+        self.broker_id = str(config.broker_id)
+        self.static = config.log_cleaner_io_max_bytes_per_second
+        self.cleaner = cleaner
+        self.dynamic: dict[str, float] = {}
+
+    def on_broker_config(self, name: str, config: Mapping[str, str]) -> None:
+        if name not in (self.broker_id, DEFAULT_ENTITY):
+            return
+        try:
+            value = float(config[CLEANER_IO_RATE]) if CLEANER_IO_RATE in config else None
+        except ValueError:
+            log.warning("broker.bad_config", key=CLEANER_IO_RATE)
+            value = None
+        if value is None:
+            self.dynamic.pop(name, None)
+        else:
+            self.dynamic[name] = value
+        rate = self.dynamic.get(self.broker_id, self.dynamic.get(DEFAULT_ENTITY, self.static))
+        if rate != self.cleaner.throttle.configured:
+            self.cleaner.throttle.set_rate(rate)
+            log.info("cleaner.io_rate", bytes_per_second=self.cleaner.throttle.rate)
 
 
 def build(config: BrokerConfig, replicas: ReplicaManager, topic_configs: TopicConfigs,

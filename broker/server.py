@@ -72,9 +72,11 @@ class Broker:
                                                config.quota_consumer_default, dict(config.quota_consumer_override))
         self.mutation_quotas = ControllerMutationQuotaManager(config.controller_quota_window_num,
                                                               config.controller_quota_window_size_seconds)
+        self.log_cleaner = log_cleaning.build(config, self.replicas, self.topic_configs, self.metrics)
         self.config_applier = ConfigApplier(config.min_insync_replicas, self.throttles, self.topic_configs,
                                             self.replicas, self.produce_quotas, self.fetch_quotas,
-                                            self.mutation_quotas, self.now_ms)
+                                            self.mutation_quotas, self.now_ms,
+                                            log_cleaning.CleanerRate(config, self.log_cleaner))
         self.dynamic_config = DynamicConfigManager(self.zk, self.config_applier.handlers())
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable,
                                      config.inter_broker_listener_name)
@@ -97,7 +99,6 @@ class Broker:
         self._cluster_id = ""  # read from /cluster/id at start, before the listener opens
         self.metrics_url: str | None = None
         self._leftover_task: asyncio.Task[None] | None = None
-        self.log_cleaner = log_cleaning.build(config, self.replicas, self.topic_configs, self.metrics)
         register_replication_gauges(self.metrics, self.replicas, self.throttles)
         register_quota_gauges(self.metrics, self.produce_quotas, self.fetch_quotas, self.mutation_quotas,
                               self.now_ms)

@@ -23,6 +23,8 @@ FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+# Dynamic in Kafka 2.8 too (LogCleaner.ReconfigurableConfigs); the broker's cleaner applies it live.
+CLEANER_IO_RATE = "log.cleaner.io.max.bytes.per.second"
 
 _REPLICA_ENTRY = re.compile(r"^([0-9]+:[0-9]+)?$")
 
@@ -129,7 +131,7 @@ TOPIC_KEYS = {
     "max.compaction.lag.ms": _long_at_most_max(1),
     "delete.retention.ms": _long_at_most_max(0),
 }
-BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long}
+BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long, CLEANER_IO_RATE: _double}
 CLIENT_KEYS = {PRODUCER_BYTE_RATE: lambda k, v: _long(k, v, 1), CONSUMER_BYTE_RATE: lambda k, v: _long(k, v, 1),
                CONTROLLER_MUTATION_RATE: _double}
 KEYS = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS}

@@ -28,6 +28,7 @@ class CleanerThrottle:
         self.set_rate(bytes_per_second)
 
     def set_rate(self, bytes_per_second: float) -> None:
+        self.configured = bytes_per_second
         self.quota.update_quota(None if bytes_per_second >= UNLIMITED else float(bytes_per_second))
 
     @property
