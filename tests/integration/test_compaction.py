@@ -189,22 +189,45 @@ def wait_exit(broker: BrokerProcess, timeout: float = 120) -> int:
     return broker.proc.wait(timeout)
 
 
+def set_topic_config(zk: str, topic: str, items: str) -> None:
+    r = configs(zk, "--entity-type", "topics", "--entity-name", topic, "--alter", "--add-config", items)
+    assert r.returncode == 0, r.stderr
+
+
+def log_since(broker: BrokerProcess, position: int) -> str:
+    return broker.log_path.read_bytes()[position:].decode(errors="replace")
+
+
 @pytest.mark.parametrize("points", [("cleaning", "cleaned", "swapped", "replacing")])
-async def test_kill_9_during_cleaning(broker_factory, points: tuple[str, ...],  # noqa: ANN001
+async def test_kill_9_during_cleaning(broker_factory, zk_server, points: tuple[str, ...],  # noqa: ANN001
                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    zk = zk_server.connect_string
     b = broker_factory(0, metrics=True, **OPTS)
-    await create_topic(b, "kv", 1, 1, configs={"cleanup.policy": "compact", "segment.bytes": "50000",
+    await create_topic(b, "kv", 1, 1, configs={"cleanup.policy": "delete", "segment.bytes": "50000",
                                                 "min.cleanable.dirty.ratio": "0.01"})
     produced: Produced = {}
     for round_, point in enumerate(points):
+        # Dirty data the cleaner leaves alone (policy delete) until the broker restarts with the
+        # kill point set and the policy compact: that start's first pass reaches the point.
+        set_topic_config(zk, "kv", "cleanup.policy=delete")
+        await asyncio.sleep(0.5)
         produced |= await asyncio.to_thread(produce_records, b.bootstrap, "kv", workload(6000, 10 + round_))
         produced |= await asyncio.to_thread(produce_records, b.bootstrap, "kv", filler(300, point))
         b.kill()
+        set_topic_config(zk, "kv", "cleanup.policy=compact")
         monkeypatch.setenv(KILL_AT_ENV, point)
         b.start(wait=False)
         code = await asyncio.to_thread(wait_exit, b)
         assert code == -9, f"the broker did not stop at {point}: exit {code}\n{b.log()[-3000:]}"
         monkeypatch.delenv(KILL_AT_ENV)
+        # What the kill left: the files of the step it interrupted.
+        names = [p.name for p in (b.log_dir / "kv-0").iterdir()]
+        left = {"cleaning": ".log.cleaned", "cleaned": ".timeindex.cleaned", "swapped": ".log.swap",
+                "replacing": ".log.deleted"}[point]
+        assert any(n.endswith(left) for n in names), (point, sorted(names))
+        if point == "replacing":
+            assert any(n.endswith(".log.swap") for n in names)
+        restarted_at = b.log_path.stat().st_size
         b.start()
         # Readable, every key's latest value there, offsets as produced.
         end = max(produced) + 1
@@ -213,9 +236,10 @@ async def test_kill_9_during_cleaning(broker_factory, points: tuple[str, ...],  
         assert {k: v for k, v in seen.items() if k.startswith(b"key-")} == {k: v for k, (_, v) in latest.items()}
         for offset, key, value in on_disk(b, "kv"):
             assert produced[offset] == (key, value)
-        # Cleaning resumes: a pass completes after the restart.
-        await wait_for(f"a cleaning pass after the kill at {point}", lambda: "cleaner.cleaned" in b.log(),
-                       timeout=120)
+        # Cleaning resumes: a pass completes after the restart, and leaves the workload compacted.
+        await wait_for(f"a cleaning pass after the kill at {point}",
+                       lambda: "cleaner.cleaned" in log_since(b, restarted_at), timeout=120)
+        await wait_compacted([b], "kv", produced, tombstones_gone=False)
         leftovers = [p.name for p in (b.log_dir / "kv-0").iterdir() if p.suffix in (".cleaned", ".swap")]
         assert not leftovers, leftovers
 
