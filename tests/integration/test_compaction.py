@@ -238,7 +238,7 @@ async def test_kill_9_during_cleaning(broker_factory, zk_server, points: tuple[s
             assert produced[offset] == (key, value)
         # Cleaning resumes: a pass completes after the restart, and leaves the workload compacted.
         await wait_for(f"a cleaning pass after the kill at {point}",
-                       lambda: "cleaner.cleaned" in log_since(b, restarted_at), timeout=120)
+                       lambda at=restarted_at: "cleaner.cleaned" in log_since(b, at), timeout=120)
         await wait_compacted([b], "kv", produced, tombstones_gone=False)
         leftovers = [p.name for p in (b.log_dir / "kv-0").iterdir() if p.suffix in (".cleaned", ".swap")]
         assert not leftovers, leftovers
