@@ -12,6 +12,8 @@
   bytes within ±10% over a 30 s window, by its counters and by the broker process's read and
   write syscalls (/proc/<pid>/io rchar + wchar; the page cache hides the block device's reads);
   lowered through the brokers' default entity, the new bound holds within ±10% over 10 s.
+- An idempotent producer's last batch, its records superseded, stays as an empty batch header
+  (Kafka's rule, so its last sequence survives), and the producer goes on.
 - A compacted topic refuses a record without a key: INVALID_RECORD for that partition, nothing
   appended, the other partition of the same request appended.
 """
@@ -27,6 +29,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from broker.log.cleaner.cleaner import KILL_AT_ENV
 from protocol.errors import ErrorCode
+from protocol.layouts import RECORD_BATCH_HEADER, RECORD_BATCH_HEADER_SIZE
 from protocol.records.records import decode_records
 from tests.support.brokers import BrokerProcess
 from tests.support.cluster import FAST
@@ -315,3 +318,42 @@ async def test_a_compacted_topic_refuses_a_record_without_a_key(broker_factory) 
 def decode_records_of(b: BrokerProcess, topic: str, partition: int) -> list[tuple[int, bytes | None, bytes | None]]:
     return [(r.offset, r.key, r.value) for r in decode_records(partition_bytes(b, topic, partition))]
 
+
+
+def batch_heads(broker: BrokerProcess, topic: str) -> list[tuple[int, int, int, int]]:
+    """(base offset, last offset, producer id, record count) of each batch on disk."""
+    data = partition_bytes(broker, topic, 0)
+    out, pos = [], 0
+    while pos + RECORD_BATCH_HEADER_SIZE <= len(data):
+        (base, length, _, _, _, _, last_delta, _, _, pid, _, _, count) = RECORD_BATCH_HEADER.unpack_from(data, pos)
+        out.append((base, base + last_delta, pid, count))
+        pos += 12 + length
+    return out
+
+
+async def test_an_idempotent_producers_last_batch_stays_as_an_empty_header(broker_factory, zk_server) -> None:  # noqa: ANN001
+    b = broker_factory(0, **OPTS)
+    await create_topic(b, "idem", 1, 1, configs={"cleanup.policy": "delete", "segment.bytes": "50000",
+                                                  "min.cleanable.dirty.ratio": "0.01"})
+    offsets: list[int] = []
+    p = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    p.produce("idem", key=b"a", value=b"1", partition=0, on_delivery=lambda err, msg: offsets.append(msg.offset()))
+    assert p.flush(30) == 0 and len(offsets) == 1
+    mine = offsets[0]
+    # Another producer supersedes the record; records of other keys push both out of the active segment.
+    await asyncio.to_thread(produce_records, b.bootstrap, "idem", [(b"a", b"2")] + filler(400, "i"))
+    (head,) = [h for h in batch_heads(b, "idem") if h[0] == mine]
+    assert head[2] >= 0 and head[3] == 1
+    set_topic_config(zk_server.connect_string, "idem", "cleanup.policy=compact")
+
+    def emptied() -> bool:
+        return [h for h in batch_heads(b, "idem") if h[0] == mine] == [(mine, mine, head[2], 0)]
+
+    # Kafka's rule: the batch holding a live producer's last sequence stays, with no records.
+    await wait_for("the producer's last batch kept as an empty header", emptied, timeout=60)
+    seen = await asyncio.to_thread(consume_all, b.bootstrap, "idem", mine + 2)
+    assert seen[b"a"] == b"2"
+    # The producer goes on with its next sequence number: accepted.
+    errors: list[object] = []
+    p.produce("idem", key=b"a", value=b"3", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    assert p.flush(30) == 0 and errors == [None]
