@@ -47,8 +47,9 @@ from protocol.records.records import time_head
 
 KILL_AT_ENV = "MINIBROKER_TEST_CLEANER_KILL_AT"
 KILL_POINTS = ("cleaning", "cleaned", "swapped", "replacing")
-# The most one step reads (or writes) between two awaits: a few ms of parsing at most.
-CHUNK = 256 * 1024
+# The most one step reads (or writes) between two awaits: about 4 ms of parsing (1.4-1.6 us per
+# record of ~27 bytes measured for the map and the filter), so produce latency barely moves.
+CHUNK = 64 * 1024
 _INDEX_POINT = struct.Struct(">II")
 
 

@@ -16,7 +16,7 @@ from quotas.replication import ReplicationQuotaManager
 
 # Kafka's default, Double.MaxValue, means unthrottled; so does anything of that order.
 UNLIMITED = 1e300
-MAX_CHUNK = 256 * 1024
+MAX_CHUNK = 64 * 1024
 MIN_CHUNK = 4 * 1024
 CHUNK_SECONDS = 0.25
 
