@@ -24,6 +24,7 @@ files not yet renamed).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import struct
@@ -179,19 +180,29 @@ class _CleanedWriter:
             self.pending.clear()
         return n
 
-    def finish(self, last_modified_ns: int) -> None:
+    async def finish(self, last_modified_ns: int) -> None:
+        """Write the indexes and make all three files durable. The fsyncs run in a thread: the
+        files are the cleaner's own until the swap, and an fsync may take long enough to stall
+        every produce and fetch if it ran on the event loop."""
         self.drain()
         self.time_index.maybe_append(self.tracker.max_timestamp, self.tracker.offset_of_max)
-        for kind, data in (("index", bytes(self.points)), ("timeindex", self.time_index.to_bytes())):
+        indexes = (("index", bytes(self.points)), ("timeindex", self.time_index.to_bytes()))
+        # The thread owns the fd from here: a cancelled pass (discard) must not close it under it.
+        log_fd, self.fd = self.fd, -1
+        await asyncio.to_thread(self._write_and_sync, log_fd, indexes, last_modified_ns)
+
+    def _write_and_sync(self, log_fd: int, indexes: tuple[tuple[str, bytes], ...], last_modified_ns: int) -> None:
+        try:
+            os.fsync(log_fd)
+        finally:
+            os.close(log_fd)
+        for kind, data in indexes:
             fd = os.open(self.paths[kind], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 _write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
         os.utime(self.paths["log"], ns=(last_modified_ns, last_modified_ns))
 
     def discard(self) -> None:
@@ -265,7 +276,7 @@ async def clean_log(log: Log, cleanable: Cleanable, config: CompactionConfig, of
                 s.fd >= 0 for s in old) else None
             if mtime_ns is None:
                 raise CleaningAborted("a segment was closed")
-            writer.finish(mtime_ns)
+            await writer.finish(mtime_ns)
         except BaseException:
             writer.discard()
             raise
