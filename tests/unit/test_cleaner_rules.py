@@ -167,3 +167,14 @@ def test_a_live_producers_last_batch_stays_as_an_empty_header() -> None:
     assert len(data) == 61 and attributes & 0x07 == 0
     # The batch is that producer's last only if its last offset is the one the producer state holds.
     assert filter_batch(old, m, True, frozenset({(7, 99)})) is None
+
+
+def test_the_cleaner_checkpoint_is_kafkas_offset_checkpoint_format(tmp_path) -> None:  # noqa: ANN001
+    from broker.log.cleaner import checkpoint
+
+    checkpoint.write(tmp_path, {("t", 1): 42, ("a b", 0): 7})
+    assert (tmp_path / "cleaner-offset-checkpoint").read_text() == "0\n2\na b 0 7\nt 1 42\n"
+    assert checkpoint.read(tmp_path) == {("t", 1): 42, ("a b", 0): 7}
+    (tmp_path / "cleaner-offset-checkpoint").write_text("0\n3\nt 1 42\n")  # torn: every log dirty again
+    assert checkpoint.read(tmp_path) == {}
+    assert checkpoint.read(tmp_path / "missing") == {}

@@ -87,6 +87,7 @@ class LogCleaner:
         self._tasks: list[asyncio.Task[None]] = []
         self._retired: list[tuple[asyncio.TimerHandle, list[Segment]]] = []
         self._wake = asyncio.Event()
+        self._checkpoint_lock = asyncio.Lock()
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -180,7 +181,9 @@ class LogCleaner:
         self.passes += 1
         self.checkpoints[row.key] = end
         try:
-            checkpoint.write(self.log_dir, self.checkpoints)
+            # Off the event loop (it fsyncs); one writer at a time, each writing the latest rows.
+            async with self._checkpoint_lock:
+                await asyncio.to_thread(checkpoint.write, self.log_dir, dict(self.checkpoints))
         except OSError as e:
             log.error("cleaner.checkpoint_failed", error=str(e))
         log.info("cleaner.cleaned", topic=row.topic, partition=row.partition, first_dirty=cleanable.first_dirty,
