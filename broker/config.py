@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from broker.config_env import properties_from_env
+from broker.zk.config_entities import InvalidConfig, cleanup_policy
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -43,13 +44,6 @@ def _double(key: str, raw: str, minimum: float = 0.0, maximum: float | None = No
     if value != value or value < minimum or (maximum is not None and value > maximum):
         raise ConfigError(key, raw, f"must be in [{minimum}, {maximum if maximum is not None else 'inf'}]")
     return value
-
-
-def _cleanup_policy(key: str, raw: str) -> str:
-    items = [v.strip() for v in raw.split(",")]
-    if not raw.strip() or any(v not in ("compact", "delete") for v in items):
-        raise ConfigError(key, raw, "expected a list of compact, delete")
-    return ",".join(items)
 
 
 def _bool(key: str, raw: str) -> bool:
@@ -191,8 +185,20 @@ class BrokerConfig:
     # Kafka 2.8 expires a partition's idle producer ids after transactional.id.expiration.ms
     # (LogManager's maxPidExpirationMs); producer.id.expiration.ms only came with Kafka 3.x.
     transactional_id_expiration_ms: int = 604800000
-    # The log cleaner (broker.log.cleaner), Kafka 2.8's keys and defaults.
+    # Retention (issue 17), KafkaConfig 2.8's keys and defaults. log.retention.ms wins over
+    # .minutes, which wins over .hours; a negative result is -1, unlimited.
+    log_retention_hours: int = 168
+    log_retention_minutes: int | None = None
+    log_retention_ms: int | None = None
+    log_retention_bytes: int = -1
+    # segment.ms's broker synonyms (issue 17 writes `log.segment.ms`; Kafka's names are these).
+    log_roll_hours: int = 168
+    log_roll_ms: int | None = None
+    log_retention_check_interval_ms: int = 300000
+    # file.delete.delay.ms's broker synonym.
+    log_segment_delete_delay_ms: int = 60000
     log_cleanup_policy: str = "delete"
+    # The log cleaner (broker.log.cleaner), Kafka 2.8's keys and defaults.
     log_cleaner_enable: bool = True
     log_cleaner_threads: int = 1
     log_cleaner_io_max_bytes_per_second: float = DOUBLE_MAX  # Kafka's Double.MaxValue: unthrottled
@@ -202,10 +208,25 @@ class BrokerConfig:
     log_cleaner_max_compaction_lag_ms: int = LONG_MAX
     log_cleaner_delete_retention_ms: int = 86400000
     log_cleaner_backoff_ms: int = 15000
-    file_delete_delay_ms: int = 60000
     unknown_keys: list[str] = field(default_factory=list)
     # The known keys as given (file and overrides): DescribeConfigs names them STATIC_BROKER_CONFIG.
     given: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def log_retention_time_ms(self) -> int:
+        """KafkaConfig.logRetentionTimeMillis: ms, else minutes, else hours; negative is -1."""
+        if self.log_retention_ms is not None:
+            millis = self.log_retention_ms
+        elif self.log_retention_minutes is not None:
+            millis = self.log_retention_minutes * 60_000
+        else:
+            millis = self.log_retention_hours * 3_600_000
+        return -1 if millis < 0 else millis
+
+    @property
+    def log_roll_time_ms(self) -> int:
+        """KafkaConfig.logRollTimeMillis: log.roll.ms, else log.roll.hours."""
+        return self.log_roll_ms if self.log_roll_ms is not None else self.log_roll_hours * 3_600_000
 
     @property
     def advertised_endpoints(self) -> list[Listener]:
@@ -226,6 +247,14 @@ class BrokerConfig:
             return None
         parts = urlsplit(self.metrics_listener)
         return parts.hostname or "127.0.0.1", parts.port or 9404
+
+
+def _cleanup_policy(key: str, raw: str) -> str:
+    """KafkaConfig's ValidList.in(compact, delete)."""
+    try:
+        return cleanup_policy(key, raw)
+    except InvalidConfig as e:
+        raise ConfigError(key, raw, e.why) from None
 
 
 def _non_negative(key: str, raw: str) -> int:
@@ -280,6 +309,14 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool),
     "metrics.listener": ("metrics_listener", lambda k, v: v.strip() or None),
     "replication.throttle.leftover.warn.ms": ("replication_throttle_leftover_warn_ms", _positive),
+    "log.retention.hours": ("log_retention_hours", _int),
+    "log.retention.minutes": ("log_retention_minutes", _int),
+    "log.retention.ms": ("log_retention_ms", _int),
+    "log.retention.bytes": ("log_retention_bytes", _int),
+    "log.roll.hours": ("log_roll_hours", _positive),
+    "log.roll.ms": ("log_roll_ms", _positive),
+    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _positive),
+    "log.segment.delete.delay.ms": ("log_segment_delete_delay_ms", _non_negative),
     "log.cleanup.policy": ("log_cleanup_policy", _cleanup_policy),
     "log.cleaner.enable": ("log_cleaner_enable", _bool),
     "log.cleaner.threads": ("log_cleaner_threads", _non_negative),
@@ -290,7 +327,6 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "log.cleaner.max.compaction.lag.ms": ("log_cleaner_max_compaction_lag_ms", _positive),
     "log.cleaner.delete.retention.ms": ("log_cleaner_delete_retention_ms", _non_negative),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _non_negative),
-    "file.delete.delay.ms": ("file_delete_delay_ms", _non_negative),
 }
 
 KNOWN_KEYS = frozenset(_PARSERS)

@@ -1,8 +1,9 @@
 """Dynamic config applied to this broker's parts: what each `/config/<type>/<name>` change does.
 
 broker.zk.dynamic_config reads and validates the entity znodes; the handlers here hand the
-values to their owners: broker entities to the KIP-73 throttles and the log cleaner's I/O bound, topic entities to the
-topic config cache, the throttled replica lists and the partitions' `min.insync.replicas`,
+values to their owners: broker entities to the KIP-73 throttles and the log cleaner's I/O bound,
+topic entities to the topic config cache, the throttled replica lists, the partitions'
+`min.insync.replicas` and their log settings (retention, segment size and time, cleanup policy),
 client entities to the KIP-13 byte-rate and KIP-599 mutation quotas.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 import structlog
 
 from broker.log_cleaning import CleanerRate
+from broker.log_config import log_config
 from broker.metrics import bounded
 from broker.replication.replica_manager import ReplicaManager
 from broker.replication.throttles import ReplicationThrottles
@@ -76,3 +78,5 @@ class ConfigApplier:
         self.throttles.on_topic_config(topic, config)
         self.replicas.set_min_insync_replicas(
             topic, topic_int(topic, config, "min.insync.replicas", self.default_min_isr))
+        # Retention and rolling (issue 17): segment.bytes/ms, retention.*, cleanup.policy, live.
+        self.replicas.set_topic_log_config(topic, log_config(topic, config, self.replicas.config))

@@ -69,17 +69,21 @@ TOPIC_CATALOG: dict[str, TopicKey] = {
     "message.timestamp.type": TopicKey(ConfigType.STRING, "CreateTime"),
     "message.timestamp.difference.max.ms": TopicKey(ConfigType.LONG, "9223372036854775807"),
     "compression.type": TopicKey(ConfigType.STRING, "producer"),
-    "cleanup.policy": TopicKey(ConfigType.LIST, "delete", ("log.cleanup.policy",)),
     "min.cleanable.dirty.ratio": TopicKey(ConfigType.DOUBLE, "0.5", ("log.cleaner.min.cleanable.ratio",)),
     "min.compaction.lag.ms": TopicKey(ConfigType.LONG, "0", ("log.cleaner.min.compaction.lag.ms",)),
     "max.compaction.lag.ms": TopicKey(ConfigType.LONG, "9223372036854775807",
                                       ("log.cleaner.max.compaction.lag.ms",)),
     "delete.retention.ms": TopicKey(ConfigType.LONG, "86400000", ("log.cleaner.delete.retention.ms",)),
+    # Retention (issue 17). Kafka's broker synonym of segment.ms is log.roll.ms/log.roll.hours
+    # (the issue's `log.segment.ms`), of file.delete.delay.ms log.segment.delete.delay.ms.
+    "segment.ms": TopicKey(ConfigType.LONG, "604800000", ("log.roll.ms", "log.roll.hours")),
+    "file.delete.delay.ms": TopicKey(ConfigType.LONG, "60000", ("log.segment.delete.delay.ms",)),
+    "cleanup.policy": TopicKey(ConfigType.LIST, "delete", ("log.cleanup.policy",)),
 }
 
-# Kafka's defaults of broker keys that are topic synonyms but that this broker does not parse:
-# they appear as DEFAULT_CONFIG synonyms, as in Kafka (log.retention.ms and .minutes have none).
-_UNPARSED_BROKER_DEFAULTS = {"log.retention.hours": "168", "log.retention.bytes": "-1"}
+# Broker synonyms in other units than their topic key (ms): a topic value taken from one is
+# converted, as Kafka's LogConfig does (log.retention.hours=168 is retention.ms=604800000).
+_SYNONYM_MS_FACTOR = {"log.retention.hours": 3_600_000, "log.retention.minutes": 60_000, "log.roll.hours": 3_600_000}
 
 # Dynamic broker keys (broker.zk.config_entities.BROKER_KEYS): type and Kafka's default.
 BROKER_DYNAMIC_CATALOG: dict[str, tuple[ConfigType, str]] = {
@@ -96,12 +100,14 @@ _STATIC_TYPES: dict[str, ConfigType] = {
                      "replica.fetch.response.max.bytes", "replica.fetch.wait.max.ms", "replica.fetch.min.bytes",
                      "replica.fetch.backoff.ms", "num.replica.fetchers", "replication.quota.window.num",
                      "replication.quota.window.size.seconds", "quota.window.num", "quota.window.size.seconds",
-                     "controller.quota.window.num", "controller.quota.window.size.seconds"), ConfigType.INT),
+                     "controller.quota.window.num", "controller.quota.window.size.seconds",
+                     "log.retention.hours", "log.retention.minutes", "log.roll.hours"), ConfigType.INT),
     **dict.fromkeys(("connections.max.idle.ms", "queued.max.request.bytes", "replica.lag.time.max.ms",
                      "quota.producer.default", "quota.consumer.default",
-                     "replication.throttle.leftover.warn.ms", "log.cleaner.dedupe.buffer.size",
-                     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
-                     "log.cleaner.delete.retention.ms", "log.cleaner.backoff.ms", "file.delete.delay.ms"),
+                     "replication.throttle.leftover.warn.ms", "log.retention.ms", "log.retention.bytes",
+                     "log.roll.ms", "log.retention.check.interval.ms", "log.segment.delete.delay.ms",
+                     "log.cleaner.dedupe.buffer.size", "log.cleaner.min.compaction.lag.ms",
+                     "log.cleaner.max.compaction.lag.ms", "log.cleaner.delete.retention.ms", "log.cleaner.backoff.ms"),
                     ConfigType.LONG),
     **dict.fromkeys(("log.cleaner.io.max.bytes.per.second", "log.cleaner.min.cleanable.ratio"), ConfigType.DOUBLE),
     "log.cleanup.policy": ConfigType.LIST,
@@ -130,7 +136,7 @@ def _synonym(name: str, value: str | None, source: ConfigSource) -> dict[str, An
 
 
 def _broker_synonyms(names: tuple[str, ...], static: BrokerConfig, dynamic_broker: Mapping[str, str],
-                     dynamic_default: Mapping[str, str]) -> list[dict[str, Any]]:
+                     dynamic_default: Mapping[str, str], skip_null_defaults: bool = False) -> list[dict[str, Any]]:
     """ConfigHelper.configSynonyms: every name's dynamic per-broker value, then the cluster
     defaults, then server.properties, then Kafka's defaults."""
     out = [_synonym(n, dynamic_broker[n], ConfigSource.DYNAMIC_BROKER_CONFIG) for n in names if n in dynamic_broker]
@@ -141,9 +147,10 @@ def _broker_synonyms(names: tuple[str, ...], static: BrokerConfig, dynamic_broke
         if n in BROKER_DYNAMIC_CATALOG:
             out.append(_synonym(n, BROKER_DYNAMIC_CATALOG[n][1], ConfigSource.DEFAULT_CONFIG))
         elif n in KNOWN_KEYS:
-            out.append(_synonym(n, current_value(BrokerConfig(), n), ConfigSource.DEFAULT_CONFIG))
-        elif n in _UNPARSED_BROKER_DEFAULTS:
-            out.append(_synonym(n, _UNPARSED_BROKER_DEFAULTS[n], ConfigSource.DEFAULT_CONFIG))
+            default = current_value(BrokerConfig(), n)
+            # A topic's synonyms list no key without a default (Kafka: log.retention.ms, .minutes).
+            if default is not None or not skip_null_defaults:
+                out.append(_synonym(n, default, ConfigSource.DEFAULT_CONFIG))
     return out
 
 
@@ -152,13 +159,16 @@ def topic_entries(topic_config: Mapping[str, str], static: BrokerConfig, include
     """Every served topic key: the topic's override, else the broker's value, else Kafka's default."""
     out = []
     for name, key in sorted(TOPIC_CATALOG.items()):
-        synonyms = _broker_synonyms(key.broker_synonyms, static, {}, dynamic_default or {})
+        synonyms = _broker_synonyms(key.broker_synonyms, static, {}, dynamic_default or {}, skip_null_defaults=True)
         if name in topic_config:
             synonyms.insert(0, _synonym(name, topic_config[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
         if synonyms:
             value, source = synonyms[0]["value"], ConfigSource(synonyms[0]["source"])
-            if key.broker_synonyms and synonyms[0]["name"] in _UNPARSED_BROKER_DEFAULTS:
-                value = key.default  # e.g. log.retention.hours=168 is retention.ms=604800000
+            factor = _SYNONYM_MS_FACTOR.get(synonyms[0]["name"])
+            if factor is not None and value is not None:
+                value = str(int(value) * factor)  # e.g. log.retention.hours=168 is retention.ms=604800000
+            if name == "retention.ms" and value is not None and int(value) < 0:
+                value = "-1"  # KafkaConfig.logRetentionTimeMillis: any negative is -1
         else:
             value, source = key.default, ConfigSource.DEFAULT_CONFIG
         out.append(_entry(name, value, source, False, key.type, synonyms, include_synonyms))

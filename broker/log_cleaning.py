@@ -29,7 +29,7 @@ log = structlog.get_logger()
 def settings(config: BrokerConfig) -> CleanerSettings:
     return CleanerSettings(config.log_cleaner_enable, config.log_cleaner_threads,
                            config.log_cleaner_io_max_bytes_per_second, config.log_cleaner_dedupe_buffer_size,
-                           config.log_cleaner_backoff_ms, config.file_delete_delay_ms)
+                           config.log_cleaner_backoff_ms, config.log_segment_delete_delay_ms)
 
 
 def compaction_config(topic: str, cfg: Mapping[str, str], broker: BrokerConfig) -> CompactionConfig:

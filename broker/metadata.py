@@ -14,6 +14,7 @@ from typing import Any
 import structlog
 
 from broker.zk import layout as L
+from protocol.errors import ErrorCode
 from protocol.topic import topic_name_error as topic_name_error
 
 # topic_name_error is re-exported: it lives in protocol/ so that broker/log can use it too.
@@ -51,6 +52,39 @@ class MetadataCache:
             ep = info.endpoint(listener)
             if ep is not None:
                 out.append((bid, ep.host, ep.port, info.rack))
+        return out
+
+    def partition_metadata(self, topic: str, listener: str, api_version: int) -> list[dict[str, Any]]:
+        """A topic's partitions as a Metadata response lists them to a client on `listener`, by
+        Kafka 2.8's MetadataCache.getPartitionMetadata: a leader that is not alive is
+        LEADER_NOT_AVAILABLE; a live leader with no endpoint on this listener is
+        LISTENER_NOT_FOUND from v6 (LEADER_NOT_AVAILABLE before), leader -1 either way, so a
+        client never dials an address of another listener. v0 lists only replicas reachable on
+        the listener and answers REPLICA_NOT_AVAILABLE when one is left out; v1+ lists all."""
+        only_reachable = api_version == 0  # Kafka's errorUnavailableEndpoints
+
+        def reachable(b: int) -> bool:
+            info = self.brokers.get(b)
+            return info is not None and info.endpoint(listener) is not None
+
+        out = []
+        for p, info in sorted(self.topics[topic].items()):
+            replicas = [b for b in info.replicas if reachable(b)] if only_reachable else list(info.replicas)
+            isr = [b for b in info.isr if reachable(b)] if only_reachable else list(info.isr)
+            entry: dict[str, Any] = {
+                "error_code": ErrorCode.NONE, "partition_index": p, "leader_id": info.leader,
+                "leader_epoch": info.leader_epoch, "replica_nodes": replicas, "isr_nodes": isr,
+                "offline_replicas": []}
+            if info.leader < 0 or info.leader not in self.brokers:
+                entry["error_code"] = ErrorCode.LEADER_NOT_AVAILABLE
+                entry["leader_id"] = -1
+            elif not reachable(info.leader):
+                entry["error_code"] = (ErrorCode.LISTENER_NOT_FOUND if api_version >= 6
+                                       else ErrorCode.LEADER_NOT_AVAILABLE)
+                entry["leader_id"] = -1
+            elif len(replicas) < len(info.replicas) or len(isr) < len(info.isr):
+                entry["error_code"] = ErrorCode.REPLICA_NOT_AVAILABLE
+            out.append(entry)
         return out
 
     def partition(self, topic: str, index: int) -> PartitionInfo | None:

@@ -278,9 +278,14 @@ class ReplicaFetcher:
                 log.warning("fetcher.truncating", topic=tp[0], partition=tp[1], to=leader_end, log_end_offset=mine)
                 self.sink.truncate_to(tp, leader_end)
             else:
+                # Kafka's handleOutOfRangeError: start again empty only when the leader's log starts
+                # above ours ends (its retention passed us); else the fetch is retried from our end.
                 leader_start = await offset(-2)
-                log.warning("fetcher.restarting", topic=tp[0], partition=tp[1], at=leader_start)
-                self.sink.restart_at(tp, leader_start)
+                if leader_start > mine:
+                    log.warning("fetcher.restarting", topic=tp[0], partition=tp[1], at=leader_start)
+                    self.sink.restart_at(tp, leader_start)
+                else:
+                    self.partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
         except Exception as e:
             log.info("fetcher.out_of_range_failed", topic=tp[0], partition=tp[1], error=str(e))
             self.partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000

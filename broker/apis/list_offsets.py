@@ -27,9 +27,10 @@ replica_id -2 (debugging) may ask a follower, as Kafka allows; everyone else ask
 (NOT_LEADER_FOR_PARTITION otherwise). A partition whose log directory failed answers
 KAFKA_STORAGE_ERROR.
 
-Departure: Kafka's OFFSET_NOT_AVAILABLE (v5+; LEADER_NOT_AVAILABLE before) while a new leader's
-high watermark is below the start offset of its epoch is not answered: the broker does not keep
-an epoch's start offset yet.
+A new leader whose high watermark has not yet reached its log end at election (the start of its
+epoch) does not know what its followers hold: to a consumer, "latest", and a timestamp whose
+record is not below the high watermark, are OFFSET_NOT_AVAILABLE (v5+; LEADER_NOT_AVAILABLE
+before), as Kafka 2.8's Partition.fetchOffsetForTimestamp; "earliest" is answered.
 """
 
 from __future__ import annotations
@@ -114,7 +115,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 out["error_code"] = error
                 continue
             try:
-                if version == 0:
+                if version >= 1 and client and _high_watermark_lags_epoch_start(part, rp["timestamp"]):
+                    out["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE if version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
+                elif version == 0:
                     out["old_style_offsets"] = _legacy_offsets(part, rp["timestamp"], rp.get("max_num_offsets", 1),
                                                                client)
                 else:
@@ -124,6 +127,17 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
         topics.append({"name": name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _high_watermark_lags_epoch_start(part: Partition, timestamp: int) -> bool:
+    """Kafka's maybeOffsetsError, thrown for "latest" and for a timestamp found nowhere below the
+    high watermark (the module docstring)."""
+    if timestamp == EARLIEST or part.leader_epoch_start_offset <= part.high_watermark:
+        return False
+    if timestamp == LATEST:
+        return True
+    found = part.log.offset_for_timestamp(timestamp)
+    return found is None or found[1] >= part.high_watermark
 
 
 def _offset_for(part: Partition, timestamp: int, client: bool) -> tuple[int, int, int]:

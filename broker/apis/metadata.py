@@ -58,25 +58,6 @@ async def _unknown_topic(ctx: RequestContext, name: str, auto_create: bool) -> d
     return {"error_code": code, "name": name, "partitions": []}
 
 
-def _partitions(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
-    md = ctx.services.metadata
-    only_live = ctx.api_version == 0  # Kafka's errorUnavailableEndpoints
-    out = []
-    for p, info in sorted(md.topics[name].items()):
-        replicas = [b for b in info.replicas if b in md.brokers] if only_live else list(info.replicas)
-        isr = [b for b in info.isr if b in md.brokers] if only_live else list(info.isr)
-        entry = {"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": info.leader,
-                 "leader_epoch": info.leader_epoch, "replica_nodes": replicas, "isr_nodes": isr,
-                 "offline_replicas": []}
-        if info.leader < 0 or info.leader not in md.brokers:
-            entry["error_code"] = ErrorCode.LEADER_NOT_AVAILABLE
-            entry["leader_id"] = -1
-        elif len(replicas) < len(info.replicas) or len(isr) < len(info.isr):
-            entry["error_code"] = ErrorCode.REPLICA_NOT_AVAILABLE
-        out.append(entry)
-    return out
-
-
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     services = ctx.services
     md = services.metadata
@@ -98,7 +79,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             topic = await _unknown_topic(ctx, name, auto_create)
         else:
             topic = {"error_code": ErrorCode.NONE, "name": name, "is_internal": False,
-                     "partitions": _partitions(ctx, name)}
+                     "partitions": md.partition_metadata(name, ctx.conn.listener_name, ctx.api_version)}
         topic["topic_id"] = ZERO_UUID
         topic["topic_authorized_operations"] = TOPIC_OPERATIONS if with_topic_ops else NOT_REQUESTED
         topics.append(topic)

@@ -18,7 +18,7 @@ import structlog
 from broker.controller.channel import ControllerChannel
 from broker.controller.epochs import UNKNOWN_BROKER_EPOCH
 from broker.zk import layout as L
-from broker.zk.client import BadVersionError, NoNodeError, ZkClient
+from broker.zk.client import BadVersionError, FencedError, NoNodeError, ZkClient
 from protocol.api_keys import ApiKey
 
 log = structlog.get_logger()
@@ -34,6 +34,7 @@ class ControllerContext:
         self.zk = zk
         self.broker_id = broker_id
         self.epoch = 0
+        self.epoch_zk_version = -1  # of /controller_epoch when this term began: the fence of its writes
         self.active = False
         self.live: dict[int, L.BrokerInfo] = {}
         # KIP-380: each live broker's epoch, the czxid of its registration; sent in every request to it.
@@ -67,9 +68,24 @@ class ControllerContext:
             self.states.pop((topic, p), None)
 
     async def write_state(self, tp: TP, new: L.PartitionState, version: int) -> bool:
-        """Conditional set on the state znode; on a version conflict, the state is re-read and False returned."""
+        """Conditional set on the state znode; on a version conflict, the state is re-read and False returned.
+
+        Nothing is written once this broker has stopped being the controller (its session
+        expired, or another broker holds `/controller`): an event that was running then would
+        otherwise write with zkVersions that still match, as a second controller. The write itself
+        is fenced as Kafka's are (one multi-op with a check of `/controller_epoch`'s zkVersion),
+        so that not even a write already under way when another controller was elected lands.
+        """
+        if not self.active:
+            log.info("controller.write_skipped", topic=tp[0], partition=tp[1], reason="no longer controller")
+            return False
         try:
-            new_version = await self.zk.set(L.partition_state_path(*tp), new.encode(), version=version)
+            new_version = await self.zk.set_fenced(L.partition_state_path(*tp), new.encode(), version,
+                                                   L.CONTROLLER_EPOCH, self.epoch_zk_version)
+        except FencedError:
+            log.warning("controller.fenced", topic=tp[0], partition=tp[1], controller_epoch=self.epoch)
+            self.active = False  # a later election moved /controller_epoch: this term is over
+            return False
         except BadVersionError:
             await self.read_state(*tp)
             return False

@@ -72,7 +72,22 @@ class Controller:
     async def start(self) -> None:
         await self.epochs.start()
         self._worker = asyncio.create_task(self._process())
+        self.zk.on_session_expired(self._session_expired)
         await self.zk.watch_data(L.CONTROLLER, self._controller_changed)
+
+    def _session_expired(self) -> None:
+        """Our session expired, and `/controller` with it: another broker may lead by now.
+
+        As Kafka's controller does on expiry, this one stops at once, before the broker registers
+        again on the new session: otherwise the watch events of the new session (our own
+        re-registration among them) would be handled by a controller that is no longer one, whose
+        state writes (its cached zkVersions still match) would bump leader epochs behind the real
+        controller's back, leaving leaders that never learn of it and ISRs that can never grow.
+        """
+        if self.ctx.active:
+            log.warning("controller.session_expired", controller_epoch=self.ctx.epoch)
+            self.ctx.active = False
+            self.ctx.enqueue(self._resign)
 
     async def stop(self) -> None:
         self.ctx.active = False
@@ -103,7 +118,8 @@ class Controller:
             except (ValueError, KeyError, TypeError):
                 log.warning("controller.bad_znode")
                 return
-            if holder != self.broker_id and self.ctx.active:
+            if holder != self.broker_id and (self.ctx.active or self.ctx.channel is not None):
+                self.ctx.active = False  # from now on, no event of this term writes or sends
                 self.ctx.enqueue(self._resign)
             return
         self.ctx.enqueue(self._elect)
@@ -114,7 +130,9 @@ class Controller:
             await self.zk.create(L.CONTROLLER, body, ephemeral=True)
         except NodeExistsError:
             return
-        self.ctx.epoch = await self._bump_epoch()
+        self.ctx.epoch, self.ctx.epoch_zk_version = await self._bump_epoch()
+        if self.ctx.channel is not None:  # an earlier term's, not yet closed by its _resign
+            await self.ctx.channel.close()
         self.ctx.active = True
         log.info("controller.elected", controller_epoch=self.ctx.epoch)
         self.ctx.channel = ControllerChannel(self.broker_id)
@@ -129,8 +147,9 @@ class Controller:
         await self._failover()
 
     async def _resign(self) -> None:
+        if self.ctx.active:
+            return  # elected again since this was queued: the new term keeps its channel
         log.info("controller.resigned")
-        self.ctx.active = False
         self.reassigner.stop()
         if self.ctx.channel is not None:
             await self.ctx.channel.close()
@@ -142,20 +161,21 @@ class Controller:
                 self.ctx.enqueue(lambda: handler(children) if self.ctx.active else _noop())
         return cb
 
-    async def _bump_epoch(self) -> int:
+    async def _bump_epoch(self) -> tuple[int, int]:
+        """The new controller epoch, and the zkVersion of `/controller_epoch` holding it (which
+        every state write of this term checks: a later election moves it)."""
         while True:
             try:
                 data, version = await self.zk.get(L.CONTROLLER_EPOCH)
             except NoNodeError:
                 try:
                     await self.zk.create(L.CONTROLLER_EPOCH, b"1")
-                    return 1
+                    return 1, 0
                 except NodeExistsError:
                     continue
             epoch = int((data or b"0").decode() or 0) + 1
             try:
-                await self.zk.set(L.CONTROLLER_EPOCH, str(epoch).encode(), version=version)
-                return epoch
+                return epoch, await self.zk.set(L.CONTROLLER_EPOCH, str(epoch).encode(), version=version)
             except BadVersionError:
                 continue
 
@@ -227,6 +247,8 @@ class Controller:
         """New partitions get a first state; partitions whose leader is gone get a new one."""
         changed = []
         for tp in partitions:
+            if not self.ctx.active:
+                break  # no longer the controller: no first state written on an expired authority
             replicas = self.ctx.assignment[tp[0]][tp[1]]
             cur = self.ctx.states.get(tp)
             if cur is None:

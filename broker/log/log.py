@@ -15,13 +15,24 @@ Each segment has a time index (broker.log.time_index) and `offset_for_timestamp`
 ListOffsets by timestamp as Kafka's Log.fetchOffsetByTimestamp does; a time index that is missing
 or corrupt has its segment recovered (rebuilt from the log) at open.
 
+Retention (broker.log.retention holds the rules): `delete_oldest_segments` removes whole
+segments from the front as Kafka's asynchronous delete does: the files are renamed to
+`<name>.deleted` at once and the log start offset moves to the next segment's base, but the fds
+stay open, so a FileSlice already handed to a fetch stays readable, until `finish_delete` (the
+broker calls it `file.delete.delay.ms` later) closes and unlinks them; an open removes any
+`.deleted` file a crash left. The log start offset is a field of its own (Kafka's
+logStartOffset): opened from the broker's `log-start-offset-checkpoint` value, never below the
+first segment's base, and moved only by retention and by a follower restarting empty. A segment
+also rolls on time (`segment_ms`, Kafka's LogSegment.shouldRoll rule, see retention.py).
+
 Compaction (broker.log.cleaner) writes a cleaned copy of a run of segments as
 `<base>.{log,index,timeindex}.cleaned` and swaps it in with `replace_segments` (Kafka's
-Log.replaceSegments: `.cleaned` -> `.swap`, the old files -> `.deleted`, `.swap` -> the
-segment's name); `_complete_swaps` at open finishes or discards a swap a crash interrupted.
+Log.replaceSegments: `.cleaned` -> `.swap`, the old files -> `.deleted` as retention's delete
+does, `.swap` -> the segment's name); `_complete_swaps` at open finishes or discards a swap a
+crash interrupted. Offsets never change, so neither does the log start offset.
 
-Departures from Kafka 0.10.1: no retention; a segment rolls on size only; the index key of an entry is the offset before it rather than its first offset (see
-segment.py), which gives the same lookups without parsing compressed wrappers.
+Departures from Kafka 0.10.1: the index key of an entry is the offset before it rather than its
+first offset (see segment.py), which gives the same lookups without parsing compressed wrappers.
 """
 
 from __future__ import annotations
@@ -29,20 +40,25 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.errors import InvalidAppend, KafkaStorageError, OffsetOutOfRange
+from broker.log.retention import SegmentStat, should_roll_on_time
 from broker.log.segment import HEADER, U32_MAX, Segment, segment_name
 from broker.log.time_index import legacy_offsets
+from protocol.records.records import TIME_HEAD_SIZE, max_timestamp, time_head
 
 CLEAN_SHUTDOWN = ".clean_shutdown"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
-# A cleaned segment's files while it is written (`.cleaned`), once whole (`.swap`), and the files
-# of the segments it replaced until they are deleted (`.deleted`).
-CLEANED, SWAP, DELETED = ".cleaned", ".swap", ".deleted"
+DELETED_SUFFIX = ".deleted"  # Kafka's Log.DeletedFileSuffix
+DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000  # Kafka's log.roll.hours=168
+# A cleaned segment's files while it is written (`.cleaned`) and once whole (`.swap`); the
+# segments it replaces go the way retention's do (`.deleted`, then unlinked).
+CLEANED, SWAP = ".cleaned", ".swap"
 _SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
 # The index files are renamed before the log file, so a `.log.swap` implies its indexes moved too.
 _SWAP_ORDER = ("index", "timeindex", "log")
@@ -51,6 +67,10 @@ _BATCH_MAGIC = 2
 _LAST_DELTA_AT = 23
 # Relative offsets are stored as u32 in the index; Kafka rolls at Int.MaxValue as well.
 _MAX_RELATIVE_OFFSET = (1 << 31) - 1
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +96,8 @@ class FileSlice:
 class Log:
     """Segments of one partition in `directory`; see the module docstring."""
 
-    def __init__(self, directory: Path, segment_bytes: int, index_interval_bytes: int) -> None:
+    def __init__(self, directory: Path, segment_bytes: int, index_interval_bytes: int,
+                 clock: Callable[[], int] = _wall_ms) -> None:
         if not 0 < segment_bytes <= U32_MAX:
             raise ValueError(f"segment_bytes must be in (0, {U32_MAX}], got {segment_bytes}")
         if index_interval_bytes <= 0:
@@ -92,11 +113,19 @@ class Log:
         self._dir_dirty = False
         self._closed = False
         self._failed: KafkaStorageError | None = None
+        # Retention and time rolls (see the module docstring).
+        self.segment_ms = DEFAULT_SEGMENT_MS
+        self._clock = clock
+        self._log_start_offset = 0
+        self._active_created_ms = clock()
+        self._active_first_timestamp: int | None = None  # None: not read yet (or the segment is empty)
+        self._pending_deletes: list[list[Segment]] = []
 
     # ---- opening and recovery --------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: Path, segment_bytes: int = 1 << 30, index_interval_bytes: int = 4096) -> Log:
+    def open(cls, directory: Path, segment_bytes: int = 1 << 30, index_interval_bytes: int = 4096,
+             log_start_offset: int = 0, clock: Callable[[], int] = _wall_ms) -> Log:
         """Open (creating if needed) and recover the log in `directory`.
 
         After a clean close the indexes are trusted and only the tail after the last index point
@@ -104,12 +133,17 @@ class Log:
         at the first bad entry, and any other segment whose index is missing or inconsistent is
         rebuilt the same way; a bad entry there also drops every later segment, because the log
         must stay contiguous.
+
+        `log_start_offset` is the checkpointed log start; the log starts at the larger of it and
+        the first segment's base (and never above its end).
         """
         directory = Path(directory)
-        log = cls(directory, segment_bytes, index_interval_bytes)
+        log = cls(directory, segment_bytes, index_interval_bytes, clock)
         try:
             directory.mkdir(parents=True, exist_ok=True)
+            log._remove_deleted_files()
             log._load()
+            log._log_start_offset = min(max(log_start_offset, log._bases[0]), log._log_end_offset)
         except BaseException as e:
             log._close_fds()
             if isinstance(e, OSError):
@@ -168,7 +202,7 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._bases[0]
+        return self._log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -204,8 +238,11 @@ class Log:
         active = self._segments[-1]
         try:
             if active.size > 0 and (active.size + n > self.segment_bytes
-                                    or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET):
+                                    or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
+                                    or self._time_to_roll(data)):
                 active = self._roll()
+            if active.size == 0:
+                self._active_first_timestamp = max_timestamp(data)[0]
             pos = active.append(data, self._log_end_offset)
         except OSError as e:
             # Nothing moved: the segment cut its files back (or says it could not), and the
@@ -225,6 +262,8 @@ class Log:
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._dir_dirty = True
+        self._active_created_ms = self._clock()
+        self._active_first_timestamp = None
         return seg
 
     # ---- read ------------------------------------------------------------------------
@@ -252,8 +291,8 @@ class Log:
         if offset == leo:
             active = self._segments[-1]
             return FileSlice(active.fd, active.size, 0)
-        if offset < self._bases[0] or offset > leo:
-            raise OffsetOutOfRange(offset, self._bases[0], leo)
+        if offset < self._log_start_offset or offset > leo:
+            raise OffsetOutOfRange(offset, self._log_start_offset, leo)
         i = bisect_right(self._bases, offset) - 1
         if max_offset is not None and max_offset <= offset:
             seg = self._segments[i]
@@ -297,7 +336,7 @@ class Log:
         try:
             for seg in self._segments:
                 if seg.largest_timestamp >= target:
-                    return seg.find_offset_by_timestamp(target, self._bases[0])
+                    return seg.find_offset_by_timestamp(target, self._log_start_offset)
             return None
         except OSError as e:
             raise self._fail("read", e) from e
@@ -314,6 +353,79 @@ class Log:
             points.append((self._log_end_offset, now_ms))
         return legacy_offsets(points, timestamp, max_num_offsets)
 
+    # ---- retention (broker.log.retention decides; these carry it out) -------------------
+
+    def segment_stats(self) -> list[SegmentStat]:
+        """Each segment's base offset, size and largest timestamp, oldest first (retention's input)."""
+        self._check_open()
+        try:
+            return [SegmentStat(seg.base_offset, seg.size, seg.largest_timestamp) for seg in self._segments]
+        except OSError as e:
+            raise self._fail("read", e) from e
+
+    def delete_oldest_segments(self, count: int) -> list[Segment]:
+        """Remove the oldest `count` segments (never the active one) and move the log start offset.
+
+        Kafka's asynchronous delete: the files are renamed to `.deleted` now and their fds stay
+        open, so slices already handed out stay readable; pass the returned segments to
+        `finish_delete` later (`file.delete.delay.ms`). Returns [] when nothing is deleted.
+        """
+        self._check_open()
+        count = min(count, len(self._segments) - 1)
+        if count <= 0:
+            return []
+        gone = self._segments[:count]
+        try:
+            for seg in gone:
+                for path in (seg.log_path, seg.index_path, seg.time_index_path):
+                    if path.exists():
+                        path.rename(path.with_name(path.name + DELETED_SUFFIX))
+        except OSError as e:
+            raise self._fail("delete segments", e) from e
+        for seg in gone:
+            self._unflushed.discard(seg)
+        del self._segments[:count]
+        del self._bases[:count]
+        self._size = sum(s.size for s in self._segments)
+        self._log_start_offset = max(self._log_start_offset, self._bases[0])
+        self._dir_dirty = True
+        self._pending_deletes.append(gone)
+        return gone
+
+    def finish_delete(self, segments: list[Segment]) -> None:
+        """Close and unlink segments `delete_oldest_segments` renamed (Kafka's delayed "delete-file")."""
+        if segments not in self._pending_deletes:
+            return  # the log was closed or deleted meanwhile: its close handled them
+        self._pending_deletes.remove(segments)
+        for seg in segments:
+            seg.close()
+            for path in (seg.log_path, seg.index_path, seg.time_index_path):
+                path.with_name(path.name + DELETED_SUFFIX).unlink(missing_ok=True)
+
+    @property
+    def pending_deletes(self) -> int:
+        """Segments renamed `.deleted` whose files are still open."""
+        return sum(len(p) for p in self._pending_deletes)
+
+    def _remove_deleted_files(self) -> None:
+        # Kafka's loadSegmentFiles: `.deleted` files left by a crash go at open.
+        for path in self.directory.iterdir():
+            if path.name.endswith(DELETED_SUFFIX):
+                path.unlink(missing_ok=True)
+
+    def _time_to_roll(self, data: bytes | memoryview) -> bool:
+        active = self._segments[-1]
+        if self._active_first_timestamp is None and active.size > 0:
+            # Kafka's loadFirstBatchTimestamp: the first entry's (max) timestamp, read once.
+            head = os.pread(active.fd, TIME_HEAD_SIZE, 0)
+            self._active_first_timestamp = time_head(head + bytes(TIME_HEAD_SIZE), 0)[1]
+        first = self._active_first_timestamp
+        # The incoming batches' timestamp matters only against a first batch that has one: one head
+        # unpack per batch, and none at all for a log of magic-0 messages.
+        incoming = max_timestamp(data)[0] if first is not None and first >= 0 else -1
+        return should_roll_on_time(active.size, self.segment_ms, first, self._active_created_ms, incoming,
+                                   self._clock)
+
     # ---- truncation ------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
@@ -325,7 +437,7 @@ class Log:
         self._check_open()
         if offset >= self._log_end_offset:
             return
-        if offset < self._bases[0]:
+        if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
         try:
@@ -364,8 +476,11 @@ class Log:
         self._segments = [seg]
         self._bases = [offset]
         self._log_end_offset = offset
+        self._log_start_offset = offset
         self._size = 0
         self._dir_dirty = True
+        self._active_created_ms = self._clock()
+        self._active_first_timestamp = None
 
     # ---- compaction: swapping a cleaned segment in (broker.log.cleaner) ---------------
 
@@ -381,7 +496,7 @@ class Log:
         `.deleted`, the `.swap` files the segment's own names; a crash anywhere leaves either
         the old segments or the cleaned one whole (see `_complete_swaps`). Synchronous: no append
         or read runs in between. Returns the replaced segments, their fds still open so that
-        slices handed out stay readable (`delete_replaced` closes them later), or None when `old`
+        slices handed out stay readable (`finish_delete` closes them later), or None when `old`
         is no longer a run of this log's inactive segments with those sizes (a truncation or a
         deletion came first): then nothing changes and the cleaned files are removed.
         `fault_point` (tests' crash injection) is called with "swapped" and "replacing".
@@ -408,7 +523,7 @@ class Log:
             for seg in old:
                 for path in (seg.index_path, seg.time_index_path, seg.log_path):
                     if path.exists():
-                        os.rename(path, path.with_name(path.name + DELETED))
+                        os.rename(path, path.with_name(path.name + DELETED_SUFFIX))
             point("replacing")
             for kind in _SWAP_ORDER:
                 os.rename(self.directory / f"{name}.{kind}{SWAP}", self.directory / f"{name}.{kind}")
@@ -423,15 +538,8 @@ class Log:
         for seg in old:
             self._unflushed.discard(seg)
         self._size = sum(s.size for s in self._segments)
+        self._pending_deletes.append(old)
         return old
-
-    @staticmethod
-    def delete_replaced(segments: list[Segment]) -> None:
-        """Close replaced segments and remove their `.deleted` files (after file.delete.delay.ms)."""
-        for seg in segments:
-            seg.close()
-            for path in (seg.log_path, seg.index_path, seg.time_index_path):
-                path.with_name(path.name + DELETED).unlink(missing_ok=True)
 
     def _complete_swaps(self) -> None:
         """At open: finish what a crash interrupted in `replace_segments` (Kafka's Log.loadSegmentFiles
@@ -446,7 +554,7 @@ class Log:
         swaps: list[int] = []
         strays: list[Path] = []
         for path in list(self.directory.iterdir()):
-            if path.name.endswith(CLEANED) or path.name.endswith(DELETED):
+            if path.name.endswith(CLEANED) or path.name.endswith(DELETED_SUFFIX):
                 path.unlink(missing_ok=True)
                 self._dir_dirty = True
                 continue
@@ -534,6 +642,9 @@ class Log:
     def _close_fds(self) -> None:
         for seg in self._segments:
             seg.close()
+        for pending in self._pending_deletes:
+            for seg in pending:
+                seg.close()
         self._closed = True
 
     @property

@@ -183,6 +183,20 @@ class PartitionProducers:
         self._snap_offset = -1
         self._active_base = offset
 
+    def log_start_advanced(self, start: int) -> None:
+        """Retention moved the log start: snapshots below it go with the segments (Kafka deletes the
+        snapshot of each deleted segment), and the table's end is never below the start."""
+        try:
+            for off in list_snapshots(self.directory):
+                if off < start:
+                    snapshot_path(self.directory, off).unlink(missing_ok=True)
+        except OSError as e:
+            raise KafkaStorageError(self.directory, "delete producer snapshots", e) from e
+        if self._snap_offset < start:
+            self._snap_offset = -1
+        if self.states.map_end_offset < start:
+            self.states.map_end_offset = start
+
     def remove_expired(self, now_ms: int) -> int:
         return self.states.remove_expired(now_ms)
 

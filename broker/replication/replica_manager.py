@@ -20,6 +20,14 @@ ListOffsets answer KAFKA_STORAGE_ERROR, waiting acks=all produces are answered w
 `on_offline` listeners stop their fetchers, no checkpoint or clean-shutdown marker is written
 for it any more, and the controller is told through ZooKeeper.
 
+Retention (issue 17): every `log.retention.check.interval.ms` each hosted log, leader's or
+follower's alike (replication stays on Fetch v3, which carries no log start offset), deletes
+the oldest segments broker.log.retention's rules name for its topic's LogConfig; the log start
+offset moves, leader epochs below it are dropped (Kafka's truncateFromStart) and producer
+snapshots below it deleted; the files go `file.delete.delay.ms` later. Log start offsets are
+kept in `log-start-offset-checkpoint` (Kafka's format, one per log dir) beside the high
+watermarks' file and with it.
+
 Both purgatories (acks=all produce, long-poll fetch) wait on one signal that fires on
 every append and every high-watermark move, instead of per-request timers.
 """
@@ -44,6 +52,9 @@ from broker.log.leader_epoch_checkpoint import LeaderEpochFile
 from broker.log.log import CLEAN_SHUTDOWN
 from broker.log.producer_state import BatchMetadata, ProducerBatch, ProducerStateError
 from broker.log.producers import PartitionProducers
+from broker.log.retention import plan_deletion
+from broker.log.segment import Segment
+from broker.log_config import LogConfig, log_config
 from broker.metrics import Registry
 from broker.replication.isr import IsrTracker
 from broker.replication.log_dir_failure import LogDirFailureChannel, notify_controller
@@ -58,6 +69,7 @@ from quotas.rate import SimpleRate
 
 log = structlog.get_logger()
 CHECKPOINT = "replication-offset-checkpoint"
+START_CHECKPOINT = "log-start-offset-checkpoint"
 # Kafka 2.8's LogManager.ProducerIdExpirationCheckIntervalMs (not a config there either).
 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_S = 600
 
@@ -106,6 +118,10 @@ class Partition:
     bytes_in: SimpleRate = field(default_factory=lambda: SimpleRate(11, 1.0))
     offline: bool = False  # its log directory failed: KAFKA_STORAGE_ERROR to every request
     producers: PartitionProducers | None = None  # idempotent producers' state, kept with the log
+    # The log end when this broker last became leader (Kafka's leaderEpochStartOffsetOpt), -1 as a
+    # follower: until the high watermark reaches it, "latest" is not known (OFFSET_NOT_AVAILABLE).
+    leader_epoch_start_offset: int = -1
+    log_config: LogConfig | None = None  # the topic's retention and roll settings (None: the broker's)
 
     @property
     def log_end_offset(self) -> int:
@@ -136,6 +152,8 @@ class ReplicaManager:
             self.dir_failures.fail(self.log_dir, "create log dir", e)
         self.appended = Signal()
         self._checkpointed = self._read_checkpoint()
+        self._start_checkpointed = self._read_checkpoint(START_CHECKPOINT)
+        self._default_log_config = log_config("", {}, config)
         self._isr_changes: set[tuple[str, int]] = set()
         self._last_isr_change_ms = 0.0
         self._last_isr_propagation_ms = clock()
@@ -155,6 +173,14 @@ class ReplicaManager:
         metrics.gauge("log_end_offset", "Log end offset of each hosted partition (Kafka's Log LogEndOffset)",
                       lambda: [({"topic": p.topic, "partition": str(p.index)}, p.log_end_offset)
                                for p in self.partitions.values()])
+        metrics.gauge("log_start_offset", "Log start offset of each hosted partition (Kafka's Log LogStartOffset)",
+                      lambda: [({"topic": p.topic, "partition": str(p.index)}, p.log.log_start_offset)
+                               for p in self.partitions.values() if not p.offline])
+        metrics.gauge("log_segments", "Segments in each hosted partition's log (Kafka's Log NumLogSegments)",
+                      lambda: [({"topic": p.topic, "partition": str(p.index)}, len(p.log.segments))
+                               for p in self.partitions.values() if not p.offline])
+        self.segments_deleted = metrics.counter("log_segments_deleted_total",
+                                                "Segments deleted by retention (time, size or log start)")
         metrics.gauge("partitions", "Partitions hosted on this broker", lambda: [({}, len(self.partitions))])
         metrics.gauge("producer_ids", "Producer ids with state in each hosted partition (Kafka's ProducerIdCount)",
                       lambda: [({"topic": p.topic, "partition": str(p.index)}, len(p.producers.states))
@@ -168,6 +194,7 @@ class ReplicaManager:
         self._tasks.append(asyncio.create_task(self._isr_upkeep()))
         self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
         self._tasks.append(asyncio.create_task(self._producer_expiry_loop()))
+        self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(notify_controller(self.dir_failures, self.zk, self.broker_id)))
 
     async def stop(self) -> None:
@@ -242,7 +269,8 @@ class ReplicaManager:
                 # partition_dir refuses names that would leave the log dir (the handlers check first).
                 directory = partition_dir(self.log_dir, topic, index)
                 clean = (directory / CLEAN_SHUTDOWN).exists()  # Log.open consumes the marker
-                plog = Log.open(directory, segment_bytes=segment_bytes or self.config.log_segment_bytes)
+                plog = Log.open(directory, segment_bytes=segment_bytes or self.config.log_segment_bytes,
+                                log_start_offset=self._start_checkpointed.get((topic, index), 0))
                 producers = PartitionProducers(plog, self.config.transactional_id_expiration_ms)
                 try:
                     epochs = LeaderEpochFile.open(plog)
@@ -261,8 +289,9 @@ class ReplicaManager:
                      high_watermark=part.high_watermark)
         return part
 
-    def _read_checkpoint(self) -> dict[tuple[str, int], int]:
-        path = self.log_dir / CHECKPOINT
+    def _read_checkpoint(self, name: str = CHECKPOINT) -> dict[tuple[str, int], int]:
+        """Kafka's OffsetCheckpointFile: `0`, a count, then `topic partition offset` lines."""
+        path = self.log_dir / name
         out: dict[tuple[str, int], int] = {}
         try:
             lines = path.read_text().splitlines()
@@ -277,10 +306,18 @@ class ReplicaManager:
         """Kafka's replication-offset-checkpoint: high watermarks survive a restart."""
         rows = [f"{t} {p} {part.high_watermark}" for (t, p), part in sorted(self.partitions.items())
                 if not part.offline]
-        path = self.log_dir / CHECKPOINT
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("0\n" + f"{len(rows)}\n" + "".join(r + "\n" for r in rows))
-        tmp.replace(path)
+        _write_checkpoint(self.log_dir / CHECKPOINT, rows)
+
+    def write_start_checkpoint(self) -> None:
+        """Kafka's log-start-offset-checkpoint: where each log starts survives a restart.
+
+        Departure: every log is listed; Kafka lists only logs whose start lies inside their first
+        segment (DeleteRecords, a follower's leader start), as a start at a segment boundary is
+        also found by reading the directory. Both read back the same.
+        """
+        rows = [f"{t} {p} {part.log.log_start_offset}" for (t, p), part in sorted(self.partitions.items())
+                if not part.offline]
+        _write_checkpoint(self.log_dir / START_CHECKPOINT, rows)
 
     def _try_checkpoint(self) -> None:
         # Kafka's checkpointHighWatermarks: a failed write fails the directory. An offline one is
@@ -289,6 +326,7 @@ class ReplicaManager:
             return
         try:
             self.write_checkpoint()
+            self.write_start_checkpoint()
         except OSError as e:
             self.fail_dir("checkpoint", e)
 
@@ -303,6 +341,7 @@ class ReplicaManager:
                       zk_version: int, controller_epoch: int, min_isr: int, segment_bytes: int | None) -> Partition:
         part = self._open(topic, index, segment_bytes)
         was_leader = part.leader == self.broker_id
+        new_epoch = not was_leader or leader_epoch != part.leader_epoch
         part.replicas, part.isr, part.leader_epoch = list(replicas), list(isr), leader_epoch
         part.leader, part.zk_version, part.controller_epoch = self.broker_id, zk_version, controller_epoch
         part.min_insync_replicas = min_isr
@@ -313,6 +352,8 @@ class ReplicaManager:
         except KafkaStorageError as e:
             self.fail_dir("leader epoch checkpoint", e)
             raise
+        if new_epoch:  # Kafka only runs makeLeader for a newer epoch; a repeat changes nothing
+            part.leader_epoch_start_offset = part.log_end_offset
         if not was_leader or part.tracker is None:
             part.tracker = IsrTracker(self.broker_id, replicas, self.clock(), self.config.replica_lag_time_max_ms)
         else:
@@ -326,11 +367,23 @@ class ReplicaManager:
         part = self._open(topic, index, segment_bytes)
         part.replicas, part.isr, part.leader_epoch = list(replicas), list(isr), leader_epoch
         part.leader, part.zk_version, part.controller_epoch = leader, zk_version, controller_epoch
+        part.leader_epoch_start_offset = -1
         part.tracker = None
         # No truncation here (KIP-101): the replica fetcher truncates before it fetches, by the
         # leader's answer to OffsetForLeaderEpoch, or to the high watermark without epochs.
         self.appended.fire()
         return part
+
+    def set_log_config(self, part: Partition, config: LogConfig) -> None:
+        """The topic's retention and roll settings, applied at once (segment.bytes, segment.ms live)."""
+        part.log_config = config
+        part.log.segment_bytes = config.segment_bytes
+        part.log.segment_ms = config.segment_ms
+
+    def set_topic_log_config(self, topic: str, config: LogConfig) -> None:
+        for part in self.partitions.values():
+            if part.topic == topic:
+                self.set_log_config(part, config)
 
     def set_min_insync_replicas(self, topic: str, min_isr: int) -> None:
         """A topic's `min.insync.replicas` changed: every hosted partition of it takes the new value."""
@@ -502,6 +555,62 @@ class ReplicaManager:
                 self.fail_dir("truncate", e)
                 raise
             part.high_watermark = offset
+
+    # ---- retention -------------------------------------------------------------------
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.apply_retention_all()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("retention.failed")
+
+    def apply_retention_all(self) -> int:
+        """One retention pass over every hosted log (Kafka's LogManager.cleanupLogs); segments deleted."""
+        deleted = 0
+        for part in list(self.partitions.values()):
+            if not part.offline:
+                deleted += self.apply_retention(part)
+        if deleted:
+            self._try_checkpoint()  # a restart must not find the old start
+        return deleted
+
+    def apply_retention(self, part: Partition) -> int:
+        """Delete what retention allows of one log (broker.log.retention's rules); segments deleted."""
+        config = part.log_config or self._default_log_config
+        try:
+            plan = plan_deletion(part.log.segment_stats(), part.high_watermark, part.log.log_start_offset,
+                                 config.retention, self.wall_clock)
+            if not plan.count:
+                return 0
+            old_start = part.log.log_start_offset
+            gone = part.log.delete_oldest_segments(plan.count)
+            start = part.log.log_start_offset
+            part.epochs.truncate_from_start(start)
+            if part.producers is not None:
+                part.producers.log_start_advanced(start)
+        except KafkaStorageError as e:
+            self.fail_dir("retention", e)
+            return 0
+        self.segments_deleted.inc(len(gone))
+        log.info("log.segments_deleted", topic=part.topic, partition=part.index, segments=len(gone),
+                 reasons=",".join(f"{r}:{n}" for r, n in plan.reasons), old_log_start_offset=old_start,
+                 log_start_offset=start)
+        try:
+            asyncio.get_running_loop().call_later(config.file_delete_delay_ms / 1000, self._finish_delete, part, gone)
+        except RuntimeError:  # no event loop (a unit test): delete at once
+            self._finish_delete(part, gone)
+        return len(gone)
+
+    def _finish_delete(self, part: Partition, gone: list[Segment]) -> None:
+        try:
+            part.log.finish_delete(gone)
+        except OSError as e:
+            self.fail_dir("delete segments", e)
 
     def _producers_truncated(self, part: Partition) -> None:
         if part.producers is not None:
@@ -692,6 +801,12 @@ class ReplicaManager:
             for st in part.tracker.followers.values():
                 total += max(0, part.log_end_offset - st.log_end_offset)
         return total
+
+
+def _write_checkpoint(path: Path, rows: list[str]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("0\n" + f"{len(rows)}\n" + "".join(r + "\n" for r in rows))
+    tmp.replace(path)
 
 
 __all__ = ["FollowerFetch", "OffsetOutOfRange", "Partition", "ReplicaManager", "Signal"]

@@ -1,8 +1,8 @@
 """The controller's role decisions applied on this broker: LeaderAndIsr and StopReplica.
 
 A partition state with an older leader epoch than the one held is refused; otherwise the
-ReplicaManager makes this broker leader or follower (with the topic's `segment.bytes` and
-`min.insync.replicas`), and the partition is taken from or handed to a replica fetcher
+ReplicaManager makes this broker leader or follower (with the topic's `segment.bytes`,
+`min.insync.replicas` and retention settings, broker.log_config), and the partition is taken from or handed to a replica fetcher
 for its leader. A partition whose log cannot be opened or truncated (its log directory failed)
 is answered KAFKA_STORAGE_ERROR, as Kafka's LeaderAndIsr does.
 """
@@ -15,6 +15,7 @@ import structlog
 
 from broker.config import BrokerConfig
 from broker.log import KafkaStorageError
+from broker.log_config import log_config
 from broker.metadata import MetadataCache
 from broker.replication.fetcher_manager import FetcherManager
 from broker.replication.replica_manager import ReplicaManager
@@ -65,12 +66,14 @@ class PartitionRoles:
         if leader == self.broker_id:
             self.fetchers.remove((topic, index))
             min_isr = topic_int(topic, cfg, "min.insync.replicas", self.config.min_insync_replicas)
-            self.replicas.become_leader(topic, index, replicas, ps["leader_epoch"], ps["isr"], zk_version,
-                                        ps["controller_epoch"], min_isr, segment)
+            part = self.replicas.become_leader(topic, index, replicas, ps["leader_epoch"], ps["isr"], zk_version,
+                                               ps["controller_epoch"], min_isr, segment)
+            self.replicas.set_log_config(part, log_config(topic, cfg, self.config))
             log.info("partition.leader", topic=topic, partition=index, leader_epoch=ps["leader_epoch"])
             return ErrorCode.NONE
         part = self.replicas.become_follower(topic, index, replicas, leader, ps["leader_epoch"], ps["isr"],
                                              zk_version, ps["controller_epoch"], segment)
+        self.replicas.set_log_config(part, log_config(topic, cfg, self.config))
         addr = leaders.get(leader)
         info = self.metadata.brokers.get(leader)
         if addr is not None:

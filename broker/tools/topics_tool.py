@@ -6,6 +6,11 @@ reported with its throttle time and the command exits 1, as kafka-topics does.
 Every error the broker answers (KAFKA_STORAGE_ERROR for a topic whose only replica sits in an
 offline log directory, REQUEST_TIMED_OUT, ...) is printed with its message and exits 1; so does a
 connection lost or a broker that does not answer, never with a traceback.
+
+`--describe` prints kafka-topics' lines; its `Configs:` field holds the topic's cleanup policy
+(always, its effective value) and every override the topic sets (DescribeConfigs v1, the
+DYNAMIC_TOPIC_CONFIG entries: retention.ms, retention.bytes, segment.*, ...), as kafka-topics
+lists the overrides.
 """
 
 from __future__ import annotations
@@ -56,6 +61,25 @@ async def _mutate(conn: KafkaConnection, args: argparse.Namespace, key: int, ver
         return _report(r["name"], r["error_code"], r.get("error_message"), throttle_ms)
 
 
+_DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigsResponse.ConfigSource
+_TOPIC_RESOURCE = 2
+
+
+async def _topic_configs(conn: KafkaConnection, topic: str, timeout: float) -> str:
+    """`cleanup.policy=...` then the topic's overrides, `k=v` comma-separated (kafka-topics' form)."""
+    body = {"resources": [{"resource_type": _TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": None}],
+            "include_synonyms": False}
+    resp: dict[str, Any] = await conn.request(ApiKey.DESCRIBE_CONFIGS, 1, body, timeout)
+    result = resp["results"][0]
+    if result["error_code"]:
+        return f"(unavailable: {ErrorCode(result['error_code']).name})"
+    entries = {c["name"]: c for c in result["configs"]}
+    shown = [f"cleanup.policy={entries['cleanup.policy']['value']}"] if "cleanup.policy" in entries else []
+    shown += [f"{name}={c['value']}" for name, c in sorted(entries.items())
+              if c["config_source"] == _DYNAMIC_TOPIC_CONFIG and name != "cleanup.policy"]
+    return ",".join(shown)
+
+
 async def run(args: argparse.Namespace) -> int:
     try:
         return await _run(args)
@@ -89,7 +113,9 @@ async def _run(args: argparse.Namespace) -> int:
                     continue
                 parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
                 rf = len(parts[0]["replica_nodes"]) if parts else 0
-                print(f"Topic: {t['name']}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}")
+                configs = await _topic_configs(conn, t["name"], args.timeout)
+                print(f"Topic: {t['name']}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}"
+                      f"\tConfigs: {configs}")
                 for p in parts:
                     print(f"\tTopic: {t['name']}\tPartition: {p['partition_index']}\tLeader: {p['leader_id']}"
                           f"\tReplicas: {','.join(map(str, p['replica_nodes']))}"

@@ -82,6 +82,10 @@ class NotEmptyError(ZkError):
     pass
 
 
+class FencedError(ZkError):
+    """A write guarded by another znode's version (`set_fenced`) found that znode changed."""
+
+
 class ZkUnavailable(ZkError):
     """ZooKeeper did not answer within the retry budget."""
 
@@ -104,6 +108,7 @@ _UP = (States.CONNECTED, States.READ_ONLY)
 DataCallback = Callable[[bytes | None], Awaitable[None]]
 ChildrenCallback = Callable[[list[str]], Awaitable[None]]
 SessionCallback = Callable[[bool], Awaitable[None]]
+ExpiryCallback = Callable[[], None]
 
 
 def split_connect(connect: str) -> tuple[str, str | None]:
@@ -215,6 +220,9 @@ class ZkClient:
         self._zk = self._new_aiozk()
         self._watches: set[Watch] = set()
         self._session_callbacks: list[SessionCallback] = []
+        self._expiry_callbacks: list[ExpiryCallback] = []
+        # The session aiozk is connected with, updated synchronously at each (re)connection.
+        self._live_session: int | None = None
         self._reconnects: asyncio.Queue[int | None] = asyncio.Queue()
         self._notifier: asyncio.Task[None] | None = None
         self._closed = False
@@ -252,6 +260,16 @@ class ZkClient:
         if zk is not self._zk or self._closed:
             return
         if state in _UP:
+            session_id = zk.session.session_id
+            if self._live_session is not None and session_id != self._live_session:
+                # Before any request or watch event of the new session: whatever acted on the
+                # old one's authority (the controller) must stop now, not when a callback runs.
+                for expired in list(self._expiry_callbacks):
+                    try:
+                        expired()
+                    except Exception:
+                        log.exception("zk.expiry_callback_failed")
+            self._live_session = session_id
             # aiozk starts the connection's read loop right after this transition returns.
             asyncio.get_running_loop().call_soon(self._arm_drop_detector, zk, zk.session.conn)
             if self._notifier is not None:
@@ -340,6 +358,13 @@ class ZkClient:
 
     def on_session(self, callback: SessionCallback) -> None:
         self._session_callbacks.append(callback)
+
+    def on_session_expired(self, callback: ExpiryCallback) -> None:
+        """`callback()` runs synchronously when a new session replaces an expired one, before
+        the new session carries any request, watch event or `on_session` callback (Kafka's
+        ZooKeeperClient calls `beforeInitializingSession` the same way: its controller resigns
+        there, before the broker registers again)."""
+        self._expiry_callbacks.append(callback)
 
     async def _notify_reconnects(self) -> None:
         while not self._closed:
@@ -478,6 +503,37 @@ class ZkClient:
                 raise
 
         return int(await self._retrying(once, f"set {path}"))
+
+    async def set_fenced(self, path: str, data: bytes, version: int, guard: str, guard_version: int) -> int:
+        """A conditional set of `path` that lands only while `guard` is still at `guard_version`:
+        one multi-op (check + set), as Kafka's controller writes every state znode with a check of
+        `/controller_epoch`'s zkVersion, so that a controller superseded meanwhile writes nothing.
+        FencedError when `guard` moved, BadVersionError when `path` did; the new version of `path`."""
+        attempts = 0
+        drops = self._drops
+
+        async def once() -> int:
+            nonlocal attempts
+            attempts += 1
+            txn = self._zk.begin_transaction()
+            txn.check_version(guard, guard_version)
+            txn.set_data(path, data, version)
+            response = await self._zk.send(txn.request)
+            check, written = response.responses
+            if isinstance(written, protocol.SetDataResponse):
+                return int(written.stat.version)
+            if isinstance(check, zkexc.BadVersion | zkexc.NoNode):
+                raise FencedError(f"set {path}: {guard} is no longer at version {guard_version}")
+            if isinstance(written, zkexc.BadVersion) and (attempts > 1 or self._drops != drops):
+                # Our write may have landed before its answer was lost.
+                got, stat = await self._zk.get(path)
+                if stat.version == version + 1 and bytes(got or b"") == bytes(data):
+                    return int(stat.version)
+            if isinstance(written, BaseException):
+                raise written
+            raise ZkError(f"set {path}: unexpected multi answer {response}")
+
+        return int(await self._retrying(once, f"set {path} (fenced by {guard})"))
 
     async def delete(self, path: str, version: int = -1) -> None:
         attempts = 0

@@ -13,8 +13,16 @@ import time
 import pytest
 
 from tests.support.compose import BROKERS, ComposeCluster
-from tests.support.fault_checker import AckRecorder, Verdict, partition_state, verdict, wait_state
+from tests.support.fault_checker import (
+    AckRecorder,
+    Verdict,
+    partition_state,
+    read_replica,
+    verdict,
+    wait_state,
+)
 from tests.support.topics import create_topic
+from tests.support.wire import connect, produce
 
 pytestmark = pytest.mark.docker
 
@@ -77,6 +85,10 @@ async def test_network_partition_of_the_leader(compose_cluster: ComposeCluster, 
     acked_before = len(recorder.acked)
     cluster.disconnect(f"broker{leader}")
     try:
+        # Straight to the isolated leader through its published port, as a host client whose
+        # metadata still names it: partition 0's writes there are refused or time out, never
+        # acknowledged (it cannot replicate them to the min.insync.replicas=2 it needs).
+        refused = await _produce_to_isolated(cluster, leader, topic)
         await wait_state([cluster.address(b) for b in others], topic, PARTITIONS, "a leader on the majority side",
                          lambda lead, isr: lead in others, timeout=120)
         recorder.wait_acks(200)
@@ -88,6 +100,29 @@ async def test_network_partition_of_the_leader(compose_cluster: ComposeCluster, 
     await wait_state([cluster.address(leader)], topic, PARTITIONS, "the old leader following the new one",
                      lambda lead, isr: lead in others, timeout=120)
     await _finish("network partition of leader", cluster, recorder, fault_table)
+    # What the isolated leader appended but could not acknowledge went when it truncated to follow.
+    for b in BROKERS:
+        on_replica = set((await read_replica(*cluster.address(b), topic, 0)).values())
+        assert not on_replica & set(refused), (b, sorted(on_replica & set(refused)))
+
+
+async def _produce_to_isolated(cluster: ComposeCluster, leader: int, topic: str) -> list[bytes]:
+    """Three acks=all writes to partition 0 on the isolated `leader` (a connection of their own
+    each, 5 s request timeout); each must come back with an error or not at all. Their values."""
+    values, outcomes = [], []
+    for i in range(3):
+        value = b"isolated-%d" % i
+        values.append(value)
+        try:
+            async with await connect(f"{cluster.address(leader)[0]}:{cluster.address(leader)[1]}") as conn:
+                r = await asyncio.wait_for(produce(conn, topic, 0, [(None, value)], acks=-1), 20)
+        except (TimeoutError, OSError, ConnectionError) as e:
+            outcomes.append(type(e).__name__)  # no answer at all: not acknowledged
+            continue
+        outcomes.append(f"error {r['error_code']}")
+        assert r["error_code"] != 0, f"the isolated leader acknowledged an acks=all write it cannot replicate: {r}"
+    print(f"acks=all writes to the isolated leader {leader}: {outcomes}")
+    return values
 
 
 async def test_pause_past_the_session_timeout(compose_cluster: ComposeCluster, fault_table: list[Verdict]) -> None:

@@ -92,6 +92,8 @@ async def test_follower_truncation_keeps_the_time_index_consistent(broker_factor
         b0.kill()
         b1.start()
         await wait_for("broker 1 to lead", lambda: leader_is(zk, "u", 1))
+        # The state znode names broker 1 before the controller's LeaderAndIsr reaches it.
+        await wait_for("broker 1 to answer as leader", lambda: _hosts(b1, -1))
         await produce_to(b1, 5, b"new-", BASE + 2000)
         b0.start()
         await wait_for("broker 0 to truncate", lambda: "fetcher.truncating" in b0.log())
@@ -105,6 +107,9 @@ async def test_follower_truncation_keeps_the_time_index_consistent(broker_factor
         assert b0.stop() == 0
         b0.start()
         await wait_for("broker 0 back in sync", lambda: isr_is(zk, "u", [0, 1]), 30)
+        # The ISR znode may still name broker 0 from before its restart; it answers for u-0 once
+        # the controller's LeaderAndIsr has reached it (UNKNOWN_TOPIC_OR_PARTITION until then).
+        await wait_for("broker 0 to host u-0 again", lambda: _hosts(b0), 30)
         assert await answers(b0, -2) == scanned(b0)
     finally:
         await zk.close()
@@ -115,3 +120,11 @@ async def _has(b: BrokerProcess, n: int) -> bool:
     return len(records) >= n and records[-1].offset >= n - 1
 
 
+
+
+async def _hosts(b: BrokerProcess, replica_id: int = -2) -> bool:
+    """Whether `b` answers ListOffsets for u-0: as its leader (replica_id -1) or at all (-2)."""
+    async with await connect(b) as c:
+        resp = await c.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": replica_id, "topics": [
+            {"name": "u", "partitions": [{"partition_index": 0, "timestamp": -2}]}]})
+    return bool(resp["topics"][0]["partitions"][0]["error_code"] == 0)

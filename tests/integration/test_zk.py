@@ -9,7 +9,14 @@ from collections.abc import AsyncIterator
 import aiozk
 import pytest
 
-from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, ZkClient
+from broker.zk.client import (
+    BadVersionError,
+    FencedError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    ZkClient,
+)
 from broker.zk.server import ZooKeeperServer
 from tests.support.waiting import wait_for
 from tests.support.zookeeper import TcpProxy, zk_connect
@@ -198,6 +205,24 @@ async def test_in_flight_call_survives_a_kill(zk_server: ZooKeeperServer, zk: Zk
     assert await asyncio.wait_for(call, 10) == (b"v", 0)
 
 
+async def test_set_fenced_lands_only_while_the_guard_is_unchanged(zk: ZkClient) -> None:
+    """The controller's state writes: a check of /controller_epoch's version and the set, in one multi."""
+    await zk.create("/epoch", b"1")
+    await zk.create("/state", b"a")
+    assert await zk.set_fenced("/state", b"b", 0, "/epoch", 0) == 1
+    with pytest.raises(BadVersionError):  # the state moved: a conflict, as with set()
+        await zk.set_fenced("/state", b"c", 0, "/epoch", 0)
+    assert await zk.set("/epoch", b"2", 0) == 1  # another controller's election
+    with pytest.raises(FencedError):  # the guard moved: nothing written, even with the right version
+        await zk.set_fenced("/state", b"c", 1, "/epoch", 0)
+    assert await zk.get("/state") == (b"b", 1)
+    assert await zk.set_fenced("/state", b"c", 1, "/epoch", 1) == 2
+    await zk.delete("/epoch")
+    with pytest.raises(FencedError):
+        await zk.set_fenced("/state", b"d", 2, "/epoch", 1)
+    assert await zk.get("/state") == (b"c", 2)
+
+
 async def test_kill_past_session_expiry_starts_a_new_session(zk_server: ZooKeeperServer) -> None:
     # A restarted ZooKeeper re-arms every session it reloads, so the client is kept away behind
     # a cut link until the restarted server has expired its session.
@@ -205,18 +230,22 @@ async def test_kill_past_session_expiry_starts_a_new_session(zk_server: ZooKeepe
     await proxy.start()
     sessions: list[bool] = []
     seen: list[bytes | None] = []
+    order: list[str] = []  # expiry, session callbacks and watch events, as they happen
 
     async def on_session(new: bool) -> None:
+        order.append("session")
         sessions.append(new)
         if new:
             await zk.create("/eph", b"again", ephemeral=True)
 
     async def on_data(d: bytes | None) -> None:
+        order.append(f"data {d!r}")
         seen.append(d)
 
     try:
         async with zk_connect(proxy.connect_string, 4000) as zk:
             zk.on_session(on_session)
+            zk.on_session_expired(lambda: order.append("expired"))
             await zk.create("/eph", b"first", ephemeral=True)
             await zk.create("/d", b"1")
             await zk.watch_data("/d", on_data)
@@ -238,6 +267,10 @@ async def test_kill_past_session_expiry_starts_a_new_session(zk_server: ZooKeepe
                 await wait_for("watched data", lambda: seen[-1] == b"2", 5)
                 data, _ = await other.get("/eph")
                 assert data == b"again"
+                # The expiry is told once, synchronously, before anything of the new session (a
+                # controller must have stopped before its broker registers again).
+                assert order.count("expired") == 1 and order.index("expired") < order.index("session"), order
+                assert order.index("expired") < order.index("data b'2'"), order
             await zk.set("/d", b"3")
             await wait_for("watched data", lambda: seen[-1] == b"3", 5)
     finally:

@@ -114,6 +114,11 @@ class BrokerProcess:
         assert self.proc is not None and self.proc.poll() is None
         os.kill(self.proc.pid, signal.SIGSTOP)
 
+    def resume(self) -> None:
+        """SIGCONT after `pause`: the process runs on from where it stopped, unaware of the gap."""
+        assert self.proc is not None and self.proc.poll() is None
+        os.kill(self.proc.pid, signal.SIGCONT)
+
 
 def start_together(brokers: list[BrokerProcess], timeout: float = 30) -> None:
     """Starts every broker at once, then waits until each has registered."""

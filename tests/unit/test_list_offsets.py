@@ -58,6 +58,7 @@ class FakePartition:
     leader_epoch: int = 5
     high_watermark: int = 0
     epochs: LeaderEpochCache = field(default_factory=LeaderEpochCache)
+    leader_epoch_start_offset: int = -1
 
     @property
     def log_end_offset(self) -> int:
@@ -89,4 +90,23 @@ def test_offsets_by_timestamp_stop_at_what_the_requester_may_read(tmp_path: Path
     # v0: the log end (4) is above the high watermark, so a consumer gets the high watermark instead.
     assert handler._legacy_offsets(part, handler.LATEST, 5, client=True) == [2, 0]
     assert handler._legacy_offsets(part, handler.LATEST, 5, client=False) == [4, 0]
+    log.close()
+
+
+def test_a_new_leader_behind_its_epoch_start_has_no_latest_offset(tmp_path: Path) -> None:
+    log = Log.open(tmp_path, segment_bytes=1 << 20, index_interval_bytes=64)
+    log.append(build_message_set([(None, b"v", ts) for ts in (100, 200, 300, 400)], magic=1), 3)
+    # Elected at log end 4 while the high watermark it inherited is 2: Kafka's lagging-HW state.
+    part: Any = FakePartition(log, leader_epoch=5, high_watermark=2, leader_epoch_start_offset=4)
+    lags = handler._high_watermark_lags_epoch_start
+    assert lags(part, handler.LATEST)
+    assert not lags(part, handler.EARLIEST)
+    assert not lags(part, 150)  # found at offset 1, below the high watermark: answered
+    assert lags(part, 350)  # found at offset 3, not yet known to be committed
+    assert lags(part, 999)  # found nowhere
+    part.high_watermark = 4  # the followers caught up
+    assert not lags(part, handler.LATEST)
+    part.leader_epoch_start_offset = -1  # a follower (asked by a debugging client)
+    part.high_watermark = 0
+    assert not lags(part, handler.LATEST)
     log.close()

@@ -127,8 +127,9 @@ def test_slices_of_replaced_segments_stay_readable_until_deleted(tmp_path: Path)
     run_pass(log, retired)
     assert retired and held.read_bytes() == before  # the old fd still reads the old bytes
     assert list(tmp_path.glob("*.deleted"))
+    assert log.pending_deletes == sum(len(segs) for segs in retired)
     for segs in retired:
-        Log.delete_replaced(segs)
+        log.finish_delete(segs)
     assert not list(tmp_path.glob("*.deleted"))
     log.close()
 

@@ -39,6 +39,9 @@ BROKER_FAMILIES = {
     ("log_cleaner_bytes_written_total", "counter"),
     ("log_cleaner_max_dirty_ratio", "gauge"),
     ("log_cleaner_io_bytes_per_second", "gauge"),
+    ("log_start_offset", "gauge"),
+    ("log_segments", "gauge"),
+    ("log_segments_deleted_total", "counter"),
 }
 
 

@@ -85,7 +85,7 @@ class LogCleaner:
         self.max_dirty_ratio = 0.0
         self.passes = 0
         self._tasks: list[asyncio.Task[None]] = []
-        self._retired: list[tuple[asyncio.TimerHandle, list[Segment]]] = []
+        self._retired: list[tuple[asyncio.TimerHandle, Log, list[Segment]]] = []
         self._wake = asyncio.Event()
         self._checkpoint_lock = asyncio.Lock()
 
@@ -102,9 +102,9 @@ class LogCleaner:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        for handle, segs in self._retired:
+        for handle, log_, segs in self._retired:
             handle.cancel()
-            Log.delete_replaced(segs)
+            log_.finish_delete(segs)
         self._retired.clear()
 
     def wake(self) -> None:
@@ -169,7 +169,7 @@ class LogCleaner:
         started = time.monotonic()
         try:
             end = await clean_log(row.log, cleanable, row.config, offset_map, row.producer_last_offsets(),
-                                  self.throttle, stats, self._retire)
+                                  self.throttle, stats, lambda segs: self._retire(row.log, segs))
         except CleaningAborted as e:
             log.info("cleaner.aborted", topic=row.topic, partition=row.partition, reason=str(e))
             return False
@@ -193,15 +193,17 @@ class LogCleaner:
                  records_kept=stats.records_kept, seconds=round(time.monotonic() - started, 3))
         return True
 
-    def _retire(self, segments: list[Segment]) -> None:
+    def _retire(self, log_: Log, segments: list[Segment]) -> None:
+        """Replaced segments are closed and unlinked file.delete.delay.ms from now (Log.finish_delete),
+        as retention's are: a fetch holding a slice of one reads on meanwhile."""
         loop = asyncio.get_running_loop()
-        entry: list[tuple[asyncio.TimerHandle, list[Segment]]] = []
+        entry: list[tuple[asyncio.TimerHandle, Log, list[Segment]]] = []
 
         def delete() -> None:
-            Log.delete_replaced(segments)
+            log_.finish_delete(segments)
             if entry and entry[0] in self._retired:
                 self._retired.remove(entry[0])
 
         handle = loop.call_later(self.settings.file_delete_delay_ms / 1000, delete)
-        entry.append((handle, segments))
+        entry.append((handle, log_, segments))
         self._retired.append(entry[0])
