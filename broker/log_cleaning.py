@@ -4,7 +4,8 @@ broker.log.cleaner knows logs only; this module turns the replica manager's part
 topic config cache into its `CleanerLog` rows, each topic's keys falling back to the broker's
 (Kafka's LogConfig: `cleanup.policy` <- `log.cleanup.policy`, `min.cleanable.dirty.ratio` <-
 `log.cleaner.min.cleanable.ratio`, `min.compaction.lag.ms`, `max.compaction.lag.ms` and
-`delete.retention.ms` <- their `log.cleaner.*` keys, `segment.bytes` <- `log.segment.bytes`).
+`delete.retention.ms` <- their `log.cleaner.*` keys, `segment.bytes` <- `log.segment.bytes`,
+`file.delete.delay.ms` <- `log.segment.delete.delay.ms`).
 Topic keys are read on every scheduling pass, so a change through `/config/topics/<t>` applies
 from the next pass.
 """
@@ -29,7 +30,7 @@ log = structlog.get_logger()
 def settings(config: BrokerConfig) -> CleanerSettings:
     return CleanerSettings(config.log_cleaner_enable, config.log_cleaner_threads,
                            config.log_cleaner_io_max_bytes_per_second, config.log_cleaner_dedupe_buffer_size,
-                           config.log_cleaner_backoff_ms, config.log_segment_delete_delay_ms)
+                           config.log_cleaner_backoff_ms)
 
 
 def compaction_config(topic: str, cfg: Mapping[str, str], broker: BrokerConfig) -> CompactionConfig:
@@ -48,7 +49,8 @@ def compaction_config(topic: str, cfg: Mapping[str, str], broker: BrokerConfig) 
         min_compaction_lag_ms=int(num("min.compaction.lag.ms", broker.log_cleaner_min_compaction_lag_ms)),
         max_compaction_lag_ms=int(num("max.compaction.lag.ms", broker.log_cleaner_max_compaction_lag_ms)),
         delete_retention_ms=int(num("delete.retention.ms", broker.log_cleaner_delete_retention_ms)),
-        segment_bytes=int(num("segment.bytes", broker.log_segment_bytes)))
+        segment_bytes=int(num("segment.bytes", broker.log_segment_bytes)),
+        file_delete_delay_ms=int(num("file.delete.delay.ms", broker.log_segment_delete_delay_ms)))
 
 
 def _producer_last_offsets(part: Partition) -> Container[tuple[int, int]]:

@@ -4,7 +4,7 @@
 the filthiest eligible compacted log that no other task holds (rules.filthiest), cleans it
 (cleaner.clean_log, in throttled steps) and records its new first dirty offset in the
 `cleaner-offset-checkpoint`; when no log is eligible it sleeps `log.cleaner.backoff.ms`. Replaced
-segments are closed and their `.deleted` files removed `file.delete.delay.ms` later.
+segments are closed and their `.deleted` files removed the topic's `file.delete.delay.ms` later.
 
 What the cleaner is told of the broker's logs comes from a callable (`CleanerLog` rows), so this
 package knows nothing of partitions, replication or ZooKeeper; broker.log_cleaning wires it.
@@ -47,7 +47,6 @@ class CleanerSettings:
     io_max_bytes_per_second: float = 1.7976931348623157e308
     dedupe_buffer_size: int = 128 * 1024 * 1024
     backoff_ms: int = 15000
-    file_delete_delay_ms: int = 60000
 
 
 @dataclass(frozen=True)
@@ -169,7 +168,8 @@ class LogCleaner:
         started = time.monotonic()
         try:
             end = await clean_log(row.log, cleanable, row.config, offset_map, row.producer_last_offsets(),
-                                  self.throttle, stats, lambda segs: self._retire(row.log, segs))
+                                  self.throttle, stats,
+                                  lambda segs: self._retire(row.log, segs, row.config.file_delete_delay_ms))
         except CleaningAborted as e:
             log.info("cleaner.aborted", topic=row.topic, partition=row.partition, reason=str(e))
             return False
@@ -193,7 +193,7 @@ class LogCleaner:
                  records_kept=stats.records_kept, seconds=round(time.monotonic() - started, 3))
         return True
 
-    def _retire(self, log_: Log, segments: list[Segment]) -> None:
+    def _retire(self, log_: Log, segments: list[Segment], delay_ms: int) -> None:
         """Replaced segments are closed and unlinked file.delete.delay.ms from now (Log.finish_delete),
         as retention's are: a fetch holding a slice of one reads on meanwhile."""
         loop = asyncio.get_running_loop()
@@ -204,6 +204,6 @@ class LogCleaner:
             if entry and entry[0] in self._retired:
                 self._retired.remove(entry[0])
 
-        handle = loop.call_later(self.settings.file_delete_delay_ms / 1000, delete)
+        handle = loop.call_later(delay_ms / 1000, delete)
         entry.append((handle, log_, segments))
         self._retired.append(entry[0])

@@ -34,6 +34,7 @@ class CompactionConfig:
     max_compaction_lag_ms: int = LONG_MAX  # max.compaction.lag.ms
     delete_retention_ms: int = 86400000  # delete.retention.ms
     segment_bytes: int = 1 << 30  # segment.bytes: the most a cleaned group may hold
+    file_delete_delay_ms: int = 60000  # file.delete.delay.ms: how long replaced segments stay open
 
 
 @dataclass(frozen=True, slots=True)
