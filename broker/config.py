@@ -16,6 +16,7 @@ from broker.zk.config_entities import InvalidConfig, cleanup_policy
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
+DOUBLE_MAX = 1.7976931348623157e308
 
 
 class ConfigError(ValueError):
@@ -32,6 +33,16 @@ def _int(key: str, raw: str, minimum: int | None = None) -> int:
         raise ConfigError(key, raw, "not an integer") from None
     if minimum is not None and value < minimum:
         raise ConfigError(key, raw, f"must be >= {minimum}")
+    return value
+
+
+def _double(key: str, raw: str, minimum: float = 0.0, maximum: float | None = None) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ConfigError(key, raw, "not a number") from None
+    if value != value or value < minimum or (maximum is not None and value > maximum):
+        raise ConfigError(key, raw, f"must be in [{minimum}, {maximum if maximum is not None else 'inf'}]")
     return value
 
 
@@ -187,6 +198,16 @@ class BrokerConfig:
     # file.delete.delay.ms's broker synonym.
     log_segment_delete_delay_ms: int = 60000
     log_cleanup_policy: str = "delete"
+    # The log cleaner (broker.log.cleaner), Kafka 2.8's keys and defaults.
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_io_max_bytes_per_second: float = DOUBLE_MAX  # Kafka's Double.MaxValue: unthrottled
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_min_compaction_lag_ms: int = 0
+    log_cleaner_max_compaction_lag_ms: int = LONG_MAX
+    log_cleaner_delete_retention_ms: int = 86400000
+    log_cleaner_backoff_ms: int = 15000
     unknown_keys: list[str] = field(default_factory=list)
     # The known keys as given (file and overrides): DescribeConfigs names them STATIC_BROKER_CONFIG.
     given: dict[str, str] = field(default_factory=dict)
@@ -297,6 +318,15 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _positive),
     "log.segment.delete.delay.ms": ("log_segment_delete_delay_ms", _non_negative),
     "log.cleanup.policy": ("log_cleanup_policy", _cleanup_policy),
+    "log.cleaner.enable": ("log_cleaner_enable", _bool),
+    "log.cleaner.threads": ("log_cleaner_threads", _non_negative),
+    "log.cleaner.io.max.bytes.per.second": ("log_cleaner_io_max_bytes_per_second", lambda k, v: _double(k, v)),
+    "log.cleaner.dedupe.buffer.size": ("log_cleaner_dedupe_buffer_size", _non_negative),
+    "log.cleaner.min.cleanable.ratio": ("log_cleaner_min_cleanable_ratio", lambda k, v: _double(k, v, 0.0, 1.0)),
+    "log.cleaner.min.compaction.lag.ms": ("log_cleaner_min_compaction_lag_ms", _non_negative),
+    "log.cleaner.max.compaction.lag.ms": ("log_cleaner_max_compaction_lag_ms", _positive),
+    "log.cleaner.delete.retention.ms": ("log_cleaner_delete_retention_ms", _non_negative),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _non_negative),
 }
 
 KNOWN_KEYS = frozenset(_PARSERS)

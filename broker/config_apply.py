@@ -1,9 +1,9 @@
 """Dynamic config applied to this broker's parts: what each `/config/<type>/<name>` change does.
 
 broker.zk.dynamic_config reads and validates the entity znodes; the handlers here hand the
-values to their owners: broker entities to the KIP-73 throttles, topic entities to the
-topic config cache, the throttled replica lists, the partitions' `min.insync.replicas` and their
-log settings (retention, segment size and time, cleanup policy),
+values to their owners: broker entities to the KIP-73 throttles and the log cleaner's I/O bound,
+topic entities to the topic config cache, the throttled replica lists, the partitions'
+`min.insync.replicas` and their log settings (retention, segment size and time, cleanup policy),
 client entities to the KIP-13 byte-rate and KIP-599 mutation quotas.
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
+from broker.log_cleaning import CleanerRate
 from broker.log_config import log_config
 from broker.metrics import bounded
 from broker.replication.replica_manager import ReplicaManager
@@ -38,7 +39,8 @@ log = structlog.get_logger()
 class ConfigApplier:
     def __init__(self, default_min_isr: int, throttles: ReplicationThrottles, topic_configs: TopicConfigs,
                  replicas: ReplicaManager, produce_quotas: ClientQuotaManager, fetch_quotas: ClientQuotaManager,
-                 mutation_quotas: ControllerMutationQuotaManager, now_ms: Callable[[], float]) -> None:
+                 mutation_quotas: ControllerMutationQuotaManager, now_ms: Callable[[], float],
+                 cleaner_rate: CleanerRate | None = None) -> None:
         self.default_min_isr = default_min_isr
         self.throttles = throttles
         self.topic_configs = topic_configs
@@ -47,6 +49,7 @@ class ConfigApplier:
         self.fetch_quotas = fetch_quotas
         self.mutation_quotas = mutation_quotas
         self.now_ms = now_ms
+        self.cleaner_rate = cleaner_rate
 
     def handlers(self) -> dict[str, Handler]:
         """For DynamicConfigManager: one handler per entity type."""
@@ -54,6 +57,8 @@ class ConfigApplier:
 
     async def on_broker_config(self, name: str, config: dict[str, str]) -> None:
         self.throttles.on_broker_config(name, config)
+        if self.cleaner_rate is not None:
+            self.cleaner_rate.on_broker_config(name, config)
 
     async def on_client_config(self, znode_name: str, config: dict[str, str]) -> None:
         # Kafka URL-encodes client ids in znode names (so "/" and odd characters fit).

@@ -69,6 +69,11 @@ TOPIC_CATALOG: dict[str, TopicKey] = {
     "message.timestamp.type": TopicKey(ConfigType.STRING, "CreateTime"),
     "message.timestamp.difference.max.ms": TopicKey(ConfigType.LONG, "9223372036854775807"),
     "compression.type": TopicKey(ConfigType.STRING, "producer"),
+    "min.cleanable.dirty.ratio": TopicKey(ConfigType.DOUBLE, "0.5", ("log.cleaner.min.cleanable.ratio",)),
+    "min.compaction.lag.ms": TopicKey(ConfigType.LONG, "0", ("log.cleaner.min.compaction.lag.ms",)),
+    "max.compaction.lag.ms": TopicKey(ConfigType.LONG, "9223372036854775807",
+                                      ("log.cleaner.max.compaction.lag.ms",)),
+    "delete.retention.ms": TopicKey(ConfigType.LONG, "86400000", ("log.cleaner.delete.retention.ms",)),
     # Retention (issue 17). Kafka's broker synonym of segment.ms is log.roll.ms/log.roll.hours
     # (the issue's `log.segment.ms`), of file.delete.delay.ms log.segment.delete.delay.ms.
     "segment.ms": TopicKey(ConfigType.LONG, "604800000", ("log.roll.ms", "log.roll.hours")),
@@ -84,6 +89,7 @@ _SYNONYM_MS_FACTOR = {"log.retention.hours": 3_600_000, "log.retention.minutes":
 BROKER_DYNAMIC_CATALOG: dict[str, tuple[ConfigType, str]] = {
     E.LEADER_RATE: (ConfigType.LONG, str(LONG_MAX)),
     E.FOLLOWER_RATE: (ConfigType.LONG, str(LONG_MAX)),
+    E.CLEANER_IO_RATE: (ConfigType.DOUBLE, "1.7976931348623157E308"),
 }
 
 # Types of the static keys (KafkaConfig's ConfigDef); any key not listed is a STRING.
@@ -99,11 +105,15 @@ _STATIC_TYPES: dict[str, ConfigType] = {
     **dict.fromkeys(("connections.max.idle.ms", "queued.max.request.bytes", "replica.lag.time.max.ms",
                      "quota.producer.default", "quota.consumer.default",
                      "replication.throttle.leftover.warn.ms", "log.retention.ms", "log.retention.bytes",
-                     "log.roll.ms", "log.retention.check.interval.ms", "log.segment.delete.delay.ms"),
+                     "log.roll.ms", "log.retention.check.interval.ms", "log.segment.delete.delay.ms",
+                     "log.cleaner.dedupe.buffer.size", "log.cleaner.min.compaction.lag.ms",
+                     "log.cleaner.max.compaction.lag.ms", "log.cleaner.delete.retention.ms", "log.cleaner.backoff.ms"),
                     ConfigType.LONG),
+    **dict.fromkeys(("log.cleaner.io.max.bytes.per.second", "log.cleaner.min.cleanable.ratio"), ConfigType.DOUBLE),
     "log.cleanup.policy": ConfigType.LIST,
+    "log.cleaner.threads": ConfigType.INT,
     **dict.fromkeys(("auto.create.topics.enable", "unclean.leader.election.enable",
-                     "controlled.shutdown.enable"), ConfigType.BOOLEAN),
+                     "controlled.shutdown.enable", "log.cleaner.enable"), ConfigType.BOOLEAN),
 }
 
 

@@ -11,6 +11,7 @@ import time
 
 import structlog
 
+from broker import log_cleaning
 from broker.apis import ALL_APIS
 from broker.apis.admin import Admin
 from broker.apis.config_admin import ConfigAdmin
@@ -71,9 +72,11 @@ class Broker:
                                                config.quota_consumer_default, dict(config.quota_consumer_override))
         self.mutation_quotas = ControllerMutationQuotaManager(config.controller_quota_window_num,
                                                               config.controller_quota_window_size_seconds)
+        self.log_cleaner = log_cleaning.build(config, self.replicas, self.topic_configs, self.metrics)
         self.config_applier = ConfigApplier(config.min_insync_replicas, self.throttles, self.topic_configs,
                                             self.replicas, self.produce_quotas, self.fetch_quotas,
-                                            self.mutation_quotas, self.now_ms)
+                                            self.mutation_quotas, self.now_ms,
+                                            log_cleaning.CleanerRate(config, self.log_cleaner))
         self.dynamic_config = DynamicConfigManager(self.zk, self.config_applier.handlers())
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable,
                                      config.inter_broker_listener_name)
@@ -193,6 +196,7 @@ class Broker:
         for listener in self.listeners:
             await listener.start()
         self.replicas.start()
+        self.log_cleaner.start()
         # Configs first, registration second (as Kafka's start-up does): registering makes the
         # controller hand out partitions, and a replica fetcher must not start unthrottled.
         await self.dynamic_config.start()
@@ -242,6 +246,7 @@ class Broker:
                 log.warning("broker.stop_step_timeout", step=name)
         if self._metrics_server is not None:
             self._metrics_server.close()
+        await self.log_cleaner.stop()
         await self.replicas.stop()
         try:
             await asyncio.wait_for(self.zk.close(), 10)

@@ -90,7 +90,8 @@ async def _validation_config(services: BrokerServices, topic: str) -> Validation
         timestamp_type=ts_type,
         timestamp_difference_max_ms=topic_int(topic, cfg, "message.timestamp.difference.max.ms",
                                               NO_TIMESTAMP_LIMIT),
-        compression_type=cfg.get("compression.type", "producer"))
+        compression_type=cfg.get("compression.type", "producer"),
+        compacted="compact" in cfg.get("cleanup.policy", "delete").replace(" ", "").split(","))
 
 
 def decode(buf: memoryview, version: int) -> dict[str, Any]:

@@ -25,9 +25,14 @@ logStartOffset): opened from the broker's `log-start-offset-checkpoint` value, n
 first segment's base, and moved only by retention and by a follower restarting empty. A segment
 also rolls on time (`segment_ms`, Kafka's LogSegment.shouldRoll rule, see retention.py).
 
-Departures from Kafka 0.10.1: no compaction; the index key of an entry is the offset before it
-rather than its first offset (see segment.py), which gives the same lookups without parsing
-compressed wrappers.
+Compaction (broker.log.cleaner) writes a cleaned copy of a run of segments as
+`<base>.{log,index,timeindex}.cleaned` and swaps it in with `replace_segments` (Kafka's
+Log.replaceSegments: `.cleaned` -> `.swap`, the old files -> `.deleted` as retention's delete
+does, `.swap` -> the segment's name); `_complete_swaps` at open finishes or discards a swap a
+crash interrupted. Offsets never change, so neither does the log start offset.
+
+Departures from Kafka 0.10.1: the index key of an entry is the offset before it rather than its
+first offset (see segment.py), which gives the same lookups without parsing compressed wrappers.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from pathlib import Path
 
 from broker.log.errors import InvalidAppend, KafkaStorageError, OffsetOutOfRange
 from broker.log.retention import SegmentStat, should_roll_on_time
-from broker.log.segment import HEADER, U32_MAX, Segment
+from broker.log.segment import HEADER, U32_MAX, Segment, segment_name
 from broker.log.time_index import legacy_offsets
 from protocol.records.records import TIME_HEAD_SIZE, max_timestamp, time_head
 
@@ -51,6 +56,15 @@ CLEAN_SHUTDOWN = ".clean_shutdown"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 DELETED_SUFFIX = ".deleted"  # Kafka's Log.DeletedFileSuffix
 DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000  # Kafka's log.roll.hours=168
+# A cleaned segment's files while it is written (`.cleaned`) and once whole (`.swap`); the
+# segments it replaces go the way retention's do (`.deleted`, then unlinked).
+CLEANED, SWAP = ".cleaned", ".swap"
+_SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
+# The index files are renamed before the log file, so a `.log.swap` implies its indexes moved too.
+_SWAP_ORDER = ("index", "timeindex", "log")
+_SCAN_CHUNK = 1 << 20
+_BATCH_MAGIC = 2
+_LAST_DELTA_AT = 23
 # Relative offsets are stored as u32 in the index; Kafka rolls at Int.MaxValue as well.
 _MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
@@ -140,6 +154,7 @@ class Log:
     def _load(self) -> None:
         marker = self.directory / CLEAN_SHUTDOWN
         clean = marker.exists()
+        self._complete_swaps()
         logs: set[int] = set()
         indexes: list[tuple[int, Path]] = []
         for path in self.directory.iterdir():
@@ -467,6 +482,112 @@ class Log:
         self._active_created_ms = self._clock()
         self._active_first_timestamp = None
 
+    # ---- compaction: swapping a cleaned segment in (broker.log.cleaner) ---------------
+
+    def cleaned_path(self, base_offset: int, kind: str) -> Path:
+        """Where the cleaner writes the `kind` file (log, index, timeindex) of a cleaned segment."""
+        return self.directory / f"{segment_name(base_offset)}.{kind}{CLEANED}"
+
+    def replace_segments(self, old: list[Segment], sizes: list[int],
+                         fault_point: Callable[[str], None] | None = None) -> list[Segment] | None:
+        """Swap the cleaned copy of `old` (written at `cleaned_path(old[0].base_offset, ...)`) in.
+
+        Kafka's Log.replaceSegments: the cleaned files become `.swap`, the old segments' files
+        `.deleted`, the `.swap` files the segment's own names; a crash anywhere leaves either
+        the old segments or the cleaned one whole (see `_complete_swaps`). Synchronous: no append
+        or read runs in between. Returns the replaced segments, their fds still open so that
+        slices handed out stay readable (`finish_delete` closes them later), or None when `old`
+        is no longer a run of this log's inactive segments with those sizes (a truncation or a
+        deletion came first): then nothing changes and the cleaned files are removed.
+        `fault_point` (tests' crash injection) is called with "swapped" and "replacing".
+        """
+        point = fault_point or _no_fault
+        self._check_open()
+        base = old[0].base_offset
+        try:
+            i = next(k for k, seg in enumerate(self._segments) if seg is old[0])
+        except StopIteration:
+            i = -1
+        run = self._segments[i:i + len(old)] if i >= 0 else []
+        if (len(run) != len(old) or any(a is not b for a, b in zip(run, old, strict=True))
+                or i + len(old) >= len(self._segments) or [s.size for s in old] != sizes):
+            for kind in _SWAP_ORDER:
+                self.cleaned_path(base, kind).unlink(missing_ok=True)
+            return None
+        name = segment_name(base)
+        try:
+            for kind in _SWAP_ORDER:
+                os.rename(self.cleaned_path(base, kind), self.directory / f"{name}.{kind}{SWAP}")
+            _fsync_dir(self.directory)
+            point("swapped")
+            for seg in old:
+                for path in (seg.index_path, seg.time_index_path, seg.log_path):
+                    if path.exists():
+                        os.rename(path, path.with_name(path.name + DELETED_SUFFIX))
+            point("replacing")
+            for kind in _SWAP_ORDER:
+                os.rename(self.directory / f"{name}.{kind}{SWAP}", self.directory / f"{name}.{kind}")
+            _fsync_dir(self.directory)
+            new = Segment(self.directory, base, self.index_interval_bytes, create=False)
+            if not (new.load_index() and new.load_time_index()):
+                new.recover()
+        except OSError as e:
+            raise self._fail("replace", e) from e
+        self._segments[i:i + len(old)] = [new]
+        self._bases[i:i + len(old)] = [base]
+        for seg in old:
+            self._unflushed.discard(seg)
+        self._size = sum(s.size for s in self._segments)
+        self._pending_deletes.append(old)
+        return old
+
+    def _complete_swaps(self) -> None:
+        """At open: finish what a crash interrupted in `replace_segments` (Kafka's Log.loadSegmentFiles
+        and completeSwapOperations).
+
+        `.cleaned` files were never swapped in: removed. `.deleted` files were replaced: removed.
+        A `<base>.log.swap` is a whole cleaned segment: every segment whose base lies in its offset
+        range is one it replaces and goes, then the `.swap` files take the segment's names. A
+        `.index.swap` or `.timeindex.swap` without its `.log.swap` belongs to an interrupted rename
+        (the log file moves last), and goes; the segment's index is then rebuilt by recovery.
+        """
+        swaps: list[int] = []
+        strays: list[Path] = []
+        for path in list(self.directory.iterdir()):
+            if path.name.endswith(CLEANED) or path.name.endswith(DELETED_SUFFIX):
+                path.unlink(missing_ok=True)
+                self._dir_dirty = True
+                continue
+            m = _SWAP_FILE.match(path.name)
+            if m is None:
+                continue
+            if m.group(2) == "log":
+                swaps.append(int(m.group(1)))
+            else:
+                strays.append(path)
+        for path in strays:
+            if int(path.name[:20]) not in swaps:
+                path.unlink(missing_ok=True)
+        for base in sorted(swaps):
+            name = segment_name(base)
+            swap_log = self.directory / f"{name}.log{SWAP}"
+            end = _next_offset_of_file(swap_log, base)
+            for path in list(self.directory.iterdir()):
+                m = _SEGMENT_FILE.match(path.name)
+                if m is None or not base <= int(m.group(1)) < max(end, base + 1):
+                    continue
+                renamed = not (self.directory / f"{name}.{m.group(2)}{SWAP}").exists()
+                if int(m.group(1)) == base and m.group(2) != "log" and renamed:
+                    continue  # the cleaned segment's own index, renamed just before the crash
+                path.unlink()
+            for kind in _SWAP_ORDER:
+                swap = self.directory / f"{name}.{kind}{SWAP}"
+                if swap.exists():
+                    os.rename(swap, self.directory / f"{name}.{kind}")
+            self._dir_dirty = True
+        if self._dir_dirty:
+            _fsync_dir(self.directory)
+
     # ---- durability and lifetime -----------------------------------------------------
 
     def flush(self) -> None:
@@ -553,5 +674,35 @@ def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _no_fault(point: str) -> None:
+    pass
+
+
+def _next_offset_of_file(path: Path, base: int) -> int:
+    """The offset after the last whole entry of a segment file (a swap file, at open)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        pos, next_offset = 0, base
+        buf, buf_start = b"", 0
+        while pos + HEADER.size <= size:
+            rel = pos - buf_start
+            if rel + _LAST_DELTA_AT + 4 > len(buf):
+                buf = os.pread(fd, min(_SCAN_CHUNK, size - pos), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < HEADER.size:
+                    break
+            offset, length = HEADER.unpack_from(buf, rel)
+            if length <= 0 or pos + HEADER.size + length > size:
+                break
+            if rel + _LAST_DELTA_AT + 4 <= len(buf) and buf[rel + 16] == _BATCH_MAGIC:
+                offset += int.from_bytes(buf[rel + _LAST_DELTA_AT:rel + _LAST_DELTA_AT + 4], "big", signed=True)
+            next_offset = offset + 1
+            pos += HEADER.size + length
+        return next_offset
     finally:
         os.close(fd)

@@ -23,6 +23,8 @@ FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+# Dynamic in Kafka 2.8 too (LogCleaner.ReconfigurableConfigs); the broker's cleaner applies it live.
+CLEANER_IO_RATE = "log.cleaner.io.max.bytes.per.second"
 
 _REPLICA_ENTRY = re.compile(r"^([0-9]+:[0-9]+)?$")
 
@@ -77,6 +79,13 @@ def _topic_int(minimum: int, maximum: int = (1 << 63) - 1):  # noqa: ANN202
     return check
 
 
+def _ratio(key: str, value: str) -> float:
+    v = _double(key, value)
+    if v > 1:
+        raise InvalidConfig(key, value, "must be between 0 and 1")
+    return v
+
+
 CLEANUP_POLICIES = ("delete", "compact")
 
 
@@ -124,8 +133,13 @@ TOPIC_KEYS = {
     "message.timestamp.difference.max.ms": _topic_int(0),
     # Produce recompresses batches to it unless it is `producer` (protocol.records.validator).
     "compression.type": _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    # The log cleaner (broker.log.cleaner) reads these, and cleanup.policy.
+    "min.cleanable.dirty.ratio": _ratio,
+    "min.compaction.lag.ms": _topic_int(0),
+    "max.compaction.lag.ms": _topic_int(1),
+    "delete.retention.ms": _topic_int(0),
 }
-BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long}
+BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long, CLEANER_IO_RATE: _double}
 CLIENT_KEYS = {PRODUCER_BYTE_RATE: lambda k, v: _long(k, v, 1), CONSUMER_BYTE_RATE: lambda k, v: _long(k, v, 1),
                CONTROLLER_MUTATION_RATE: _double}
 KEYS = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS}

@@ -208,7 +208,7 @@ class RecordScan:
 
 
 def scan_records(body: bytes | memoryview, count: int, first_timestamp: int, min_timestamp: int | None,
-                 max_timestamp: int | None) -> RecordScan:
+                 max_timestamp: int | None, require_keys: bool = False) -> RecordScan:
     """Check the structure of a batch's `count` records (uncompressed body) in one pass.
 
     Structure (a record's length disagreeing with its fields, a negative header count or header
@@ -216,7 +216,8 @@ def scan_records(body: bytes | memoryview, count: int, first_timestamp: int, min
     Kafka's DefaultRecord.readFrom does. A record whose offset delta is not its index, or whose
     timestamp is outside [min_timestamp, max_timestamp] (when given: CreateTime with
     `message.timestamp.difference.max.ms`; NO_TIMESTAMP is never out of range), is listed in
-    the result's errors. Only ints are made per record: this runs over every produced record.
+    the result's errors. With `require_keys` (a compacted topic), a record without a key is
+    listed instead of its timestamp check (Kafka's validateKey, then validateTimestamp). Only ints are made per record: this runs over every produced record.
     """
     scan = RecordScan()
     errors = scan.errors
@@ -261,6 +262,7 @@ def scan_records(body: bytes | memoryview, count: int, first_timestamp: int, min
                 p += 1
             else:
                 n, p = varint(body, p)
+            keyless = n < 0
             if n > 0:
                 p += n
             b = body[p]
@@ -295,7 +297,9 @@ def scan_records(body: bytes | memoryview, count: int, first_timestamp: int, min
             ts = first_timestamp + ts_delta
             if ts > top:
                 top = ts
-            if check_window and ts != NO_TIMESTAMP and not lo <= ts <= hi:
+            if keyless and require_keys:
+                errors.append((i, ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key."))
+            elif check_window and ts != NO_TIMESTAMP and not lo <= ts <= hi:
                 errors.append((i, ErrorCode.INVALID_TIMESTAMP,
                                f"Timestamp {ts} of message with offset {i} is out of range. The timestamp "
                                f"should be within [{lo}, {hi}]"))
@@ -360,13 +364,23 @@ def batch_around(records: bytes, count: int, first_timestamp: int, max_timestamp
                  codec: int = compression.NONE, timestamp_type: int = CREATE_TIME,
                  producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
                  base_sequence: int = NO_SEQUENCE, transactional: bool = False, control: bool = False,
-                 partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
-    """The header (CRC computed) around `count` encoded records, compressed first with codec."""
-    body = compression.compress(codec, records, 2) if codec != compression.NONE else records
+                 partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+                 last_offset_delta: int | None = None) -> bytes:
+    """The header (CRC computed) around `count` encoded records, compressed first with codec.
+
+    `last_offset_delta` defaults to count - 1; the log cleaner keeps a batch's original one when
+    it drops records (Kafka's overrideLastOffset: the producer's last sequence stays), and an
+    empty batch (count 0, no records) is how it keeps a producer's last batch header.
+    """
+    if count == 0:
+        body = b""
+    else:
+        body = compression.compress(codec, records, 2) if codec != compression.NONE else records
     attributes = codec | (TIMESTAMP_TYPE_BIT if timestamp_type == LOG_APPEND_TIME else 0)
     attributes |= (TRANSACTIONAL_BIT if transactional else 0) | (CONTROL_BIT if control else 0)
     length = HEADER_SIZE - _LENGTH_FROM + len(body)
-    out = bytearray(_HEADER.pack(base_offset, length, partition_leader_epoch, 2, 0, attributes, count - 1,
+    delta = count - 1 if last_offset_delta is None else last_offset_delta
+    out = bytearray(_HEADER.pack(base_offset, length, partition_leader_epoch, 2, 0, attributes, delta,
                                  first_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
                                  count))
     out += body

@@ -23,7 +23,9 @@ In Kafka's order (Log.analyzeAndValidateRecords, then LogValidator), for magic 2
   transactional batch outside a transaction since KIP-890), for that partition only.
 - the records, decompressed once (bounded by compression.inflated_limit of the size limit):
   their structure (INVALID_RECORD), then per record the offset delta (must be its index: a
-  departure, Kafka rebuilds such batches instead) and, with CreateTime, the timestamp
+  departure, Kafka rebuilds such batches instead), on a compacted topic the key (a record
+  without one is INVALID_RECORD: Kafka 2.8's validateKey, which comes before the timestamp
+  check of that record) and, with CreateTime, the timestamp
   against `message.timestamp.difference.max.ms`; a batch that says LogAppendTime is
   rejected record by record, as Kafka's validateTimestamp does. Rejected records give
   INVALID_TIMESTAMP if any was a timestamp, else INVALID_RECORD, with record_errors.
@@ -87,6 +89,7 @@ class ValidationConfig:
     timestamp_type: int = CREATE_TIME  # message.timestamp.type
     timestamp_difference_max_ms: int = NO_TIMESTAMP_LIMIT  # message.timestamp.difference.max.ms
     compression_type: str = "producer"  # compression.type: producer, uncompressed, gzip, snappy, lz4, zstd
+    compacted: bool = False  # cleanup.policy holds `compact`: every record needs a key
 
 
 # compression.type values other than `producer`, as codecs (Kafka's BrokerCompressionCodec).
@@ -211,7 +214,7 @@ def _validate_batch(buf: memoryview, produce_version: int, now_ms: int, config: 
     if codec != compression.NONE:
         body = memoryview(compression.decompress(codec, body, compression.inflated_limit(config.max_message_bytes)))
     lo, hi = _window(now_ms, config)
-    scan = record_batch.scan_records(body, count, first_ts, lo, hi)
+    scan = record_batch.scan_records(body, count, first_ts, lo, hi, config.compacted)
     if attributes & TIMESTAMP_TYPE_BIT:
         scan.errors.extend((i, ErrorCode.INVALID_TIMESTAMP, "Invalid timestamp type in message. Producer should "
                             "not set timestamp type to LogAppendTime.") for i in range(count)
@@ -252,16 +255,18 @@ _LEGACY_MIN_SIZE = {m: at - LOG_OVERHEAD + 8 for m, at in _LEGACY_KEY_AT.items()
 _LEGACY_TIMESTAMP_AT = size_of(MessageV0Head)
 
 
-def _plain_legacy(buf: memoryview, max_message_bytes: int) -> tuple[list[bytes], list[int]] | None:
+def _plain_legacy(buf: memoryview, max_message_bytes: int) -> tuple[list[bytes], list[int], list[int]] | None:
     """Uncompressed magic 0/1 messages as encoded v2 records and their timestamps, in one pass.
 
     Checks what protocol.records.message_set does of a plain set (sizes, magic, CRC-32, key and
     value lengths against the message size) and what Kafka adds: one magic for the whole set
-    (INVALID_RECORD), a message above max.message.bytes (MESSAGE_TOO_LARGE). None when an
-    entry is a compressed wrapper: message_set's general path takes those.
+    (INVALID_RECORD), a message above max.message.bytes (MESSAGE_TOO_LARGE). The third list
+    holds the indexes of messages without a key. None when an entry is a compressed wrapper:
+    message_set's general path takes those.
     """
     out: list[bytes] = []
     stamps: list[int] = []
+    keyless: list[int] = []
     end = len(buf)
     pos = 0
     first_magic = buf[MAGIC_AT]
@@ -295,6 +300,8 @@ def _plain_legacy(buf: memoryview, max_message_bytes: int) -> tuple[list[bytes],
         p += 4
         if klen < -1 or p + max(klen, 0) + 4 > nxt:
             raise RecordsError.corrupt("key overruns its message")
+        if klen < 0:
+            keyless.append(len(out))
         key = null if klen < 0 else zz(klen) + bytes(buf[p:p + klen])
         p += max(klen, 0)
         (vlen,) = length_of(buf, p)
@@ -308,14 +315,14 @@ def _plain_legacy(buf: memoryview, max_message_bytes: int) -> tuple[list[bytes],
         out.append(zz(len(body)) + body)
         stamps.append(ts)
         pos = nxt
-    return out, stamps
+    return out, stamps, keyless
 
 
 def _up_convert(buf: memoryview, now_ms: int, config: ValidationConfig) -> Validated:
     plain = _plain_legacy(buf, config.max_message_bytes)
     codec = compression.NONE
     if plain is not None:
-        encoded, stamps = plain
+        encoded, stamps, keyless = plain
     else:
         info = message_set.validate_and_assign(buf, 0, now_ms, config.max_message_bytes)
         if message_set.any_log_append_time(info.buffer):
@@ -324,7 +331,12 @@ def _up_convert(buf: memoryview, now_ms: int, config: ValidationConfig) -> Valid
         records = message_set.timestamped_key_values(info.buffer)
         codec = info.codec
         stamps = [ts for ts, _, _ in records]
+        keyless = [i for i, (_, k, _) in enumerate(records) if k is None]
         encoded = [record_batch.encode_record(i, ts - stamps[0], k, v) for i, (ts, k, v) in enumerate(records)]
+    if config.compacted and keyless:
+        # Kafka's validateKey: INVALID_RECORD, one record error per keyless message.
+        raise RecordsError(ErrorCode.INVALID_RECORD, "One or more records have been rejected",
+                           [(i, "Compacted topic cannot accept message without key.") for i in keyless])
     lo, hi = _window(now_ms, config)
     if lo is not None and hi is not None:
         errors = [(i, f"Timestamp {ts} of message with offset {i} is out of range. The timestamp should be "

@@ -43,3 +43,21 @@ def test_zero_per_ip_with_overrides_is_allowed() -> None:
     cfg = build_config({"broker.id": "0", "max.connections.per.ip": "0",
                         "max.connections.per.ip.overrides": "127.0.0.1:5"})
     assert cfg.max_connections_per_ip == 0
+
+
+def test_the_cleaners_broker_keys_have_kafkas_defaults_and_bounds() -> None:
+    cfg = build_config({"broker.id": "0"})
+    assert (cfg.log_cleaner_enable, cfg.log_cleaner_threads, cfg.log_cleaner_dedupe_buffer_size,
+            cfg.log_cleaner_min_cleanable_ratio, cfg.log_cleaner_min_compaction_lag_ms,
+            cfg.log_cleaner_max_compaction_lag_ms, cfg.log_cleaner_delete_retention_ms, cfg.log_cleaner_backoff_ms,
+            cfg.log_segment_delete_delay_ms, cfg.log_cleanup_policy) == (
+        True, 1, 134217728, 0.5, 0, (1 << 63) - 1, 86400000, 15000, 60000, "delete")
+    assert cfg.log_cleaner_io_max_bytes_per_second == 1.7976931348623157e308
+    assert build_config({"broker.id": "0", "log.cleaner.io.max.bytes.per.second": "1048576"}).log_cleaner_io_max_bytes_per_second \
+        == 1048576.0
+    for key, value in (("log.cleaner.min.cleanable.ratio", "1.1"), ("log.cleaner.threads", "-1"),
+                       ("log.cleanup.policy", "tidy"), ("log.cleaner.max.compaction.lag.ms", "0"),
+                       ("log.cleaner.io.max.bytes.per.second", "fast")):
+        with pytest.raises(ConfigError) as e:
+            build_config({"broker.id": "0", key: value})
+        assert e.value.key == key

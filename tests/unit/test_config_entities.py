@@ -48,3 +48,24 @@ def test_valid_values_parse() -> None:
         "leader.replication.throttled.rate": 5_000_000}
     assert validate("clients", {"controller_mutation_rate": "5"}) == {"controller_mutation_rate": 5.0}
     assert validate("topics", {"leader.replication.throttled.replicas": "0:1,1:2"})
+
+
+def test_the_cleaners_topic_keys_parse_as_kafkas_validators_do() -> None:
+    ok = validate("topics", {"cleanup.policy": "compact, delete", "min.cleanable.dirty.ratio": "0.25",
+                             "min.compaction.lag.ms": "0", "max.compaction.lag.ms": "1",
+                             "delete.retention.ms": "9223372036854775807"})
+    assert ok["cleanup.policy"] == "compact,delete" and ok["min.cleanable.dirty.ratio"] == 0.25
+    for key, value in (("cleanup.policy", "compacted"), ("cleanup.policy", ""), ("cleanup.policy", "compact,,"),
+                       ("min.cleanable.dirty.ratio", "1.5"), ("min.cleanable.dirty.ratio", "x"),
+                       ("min.compaction.lag.ms", "-1"), ("max.compaction.lag.ms", "0"),
+                       ("delete.retention.ms", "9223372036854775808"), ("delete.retention.ms", "-5")):
+        with pytest.raises(InvalidConfig) as e:
+            validate("topics", {key: value})
+        assert e.value.key == key
+
+
+def test_the_cleaner_io_bound_is_a_dynamic_broker_key() -> None:
+    assert validate("brokers", {"log.cleaner.io.max.bytes.per.second": "1048576"}) == {
+        "log.cleaner.io.max.bytes.per.second": 1048576.0}
+    with pytest.raises(InvalidConfig):
+        validate("brokers", {"log.cleaner.io.max.bytes.per.second": "-1"})

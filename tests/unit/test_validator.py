@@ -328,3 +328,28 @@ def test_topic_compression_type_recompresses_keeping_the_batch_fields(target: st
                       ValidationConfig(1 << 20, compression_type=target))
     assert legacy.codec == (compression.NONE if target == "producer" else TARGET_CODECS[target])
     assert [r.value for r in decode_records(legacy.buffer)] == [b"v"] * 3
+
+
+# ---- compacted topics: every record needs a key (Kafka 2.8's validateKey) ----------------------
+
+COMPACTED = ValidationConfig(max_message_bytes=1 << 20, compacted=True)
+
+
+@pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP])
+def test_a_compacted_topic_refuses_records_without_a_key(codec: int) -> None:
+    data = kp_batch(10, codec)  # records 0 and 5 have no key
+    err = rejects(data, ErrorCode.INVALID_RECORD, config=COMPACTED)
+    assert [i for i, _ in err.record_errors] == [0, 5]
+    assert all("without key" in text for _, text in err.record_errors)
+    keyed = kp_batch(records=[(b"k%d" % i, b"v", NOW, []) for i in range(3)], codec=codec)
+    assert validate(keyed, 9, NOW, COMPACTED).count == 3
+    assert validate(data, 9, NOW, CONFIG).count == 10  # not compacted: keys are optional
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_compacted_topic_refuses_keyless_old_format_messages(magic: int) -> None:
+    data = build_message_set([(b"k", b"v", NOW), (None, b"v", NOW)], magic=magic)
+    err = rejects(data, ErrorCode.INVALID_RECORD, version=2, config=COMPACTED)
+    assert [i for i, _ in err.record_errors] == [1]
+    gz = build_message_set([(None, b"v", NOW), (b"k", b"v", NOW)], magic=magic, codec=compression.GZIP)
+    assert [i for i, _ in rejects(gz, ErrorCode.INVALID_RECORD, version=2, config=COMPACTED).record_errors] == [0]
