@@ -66,10 +66,15 @@ _YIELD_EVERY = 2000  # partitions assigned between returns to the event loop (ab
 
 async def assign_replicas_async(brokers: list[int], partitions: int, replication_factor: int,
                                 start_partition: int = 0) -> dict[int, list[int]]:
-    """assign_replicas for the handlers: a large topic is assigned in slices, the loop served between."""
+    """assign_replicas for the handlers: a large topic is assigned in slices, the loop served between.
+
+    Equal replica lists are one shared list (the handlers only read them): the round robin repeats
+    after a few brokers' worth of partitions, so 100,000 partitions need a handful of lists, not
+    100,000 of them for a moment."""
     out: dict[int, list[int]] = {}
+    shared: dict[tuple[int, ...], list[int]] = {}
     for i, (p, replicas) in enumerate(_assignment(brokers, partitions, replication_factor, start_partition, None)):
-        out[p] = replicas
+        out[p] = shared.setdefault(tuple(replicas), replicas)
         if i % _YIELD_EVERY == _YIELD_EVERY - 1:
             await asyncio.sleep(0)
     return out
@@ -88,12 +93,12 @@ async def encode_assignment_async(assignment: dict[int, list[int]]) -> bytes:
     json.dumps of a 100,000-partition assignment holds the event loop for tens of milliseconds."""
     if len(assignment) <= _YIELD_EVERY:
         return L.encode_assignment(assignment)
-    pieces = []
-    for i, p in enumerate(sorted(assignment)):
-        pieces.append(f'"{p}":[{",".join(map(str, assignment[p]))}]')
-        if i % _YIELD_EVERY == _YIELD_EVERY - 1:
-            await asyncio.sleep(0)
-    return b'{"version":1,"partitions":{' + ",".join(pieces).encode() + b"}}"
+    order = sorted(assignment)
+    chunks = []  # one string per slice, not one per partition
+    for i in range(0, len(order), _YIELD_EVERY):
+        chunks.append(",".join(f'"{p}":[{",".join(map(str, assignment[p]))}]' for p in order[i:i + _YIELD_EVERY]))
+        await asyncio.sleep(0)
+    return b'{"version":1,"partitions":{' + ",".join(chunks).encode() + b"}}"
 
 
 @dataclass
