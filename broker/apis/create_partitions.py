@@ -37,12 +37,14 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             continue
         assignments = [list(a["broker_ids"]) for a in t["assignments"]] if t.get("assignments") else None
         try:
-            plan = await admin.validate_partition_growth(name, t["count"], assignments)
-            if not request.get("validate_only"):
-                if not quota.admit(len(plan), res):
-                    continue
-                await admin.add_partitions(name, plan)
-                grown.append((name, t["count"]))
+            async with admin.mutations:
+                plan = await admin.validate_partition_growth(name, t["count"], assignments)
+                if not request.get("validate_only"):
+                    if not quota.admit(len(plan), res):
+                        continue
+                    await admin.add_partitions(name, plan)
+                    grown.append((name, t["count"]))
+                del plan
         except AdminError as e:
             res["error_code"] = e.code
             res["error_message"] = e.message

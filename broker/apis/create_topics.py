@@ -57,16 +57,18 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         configs = {c["name"]: c["value"] for c in t.get("configs") or []}
         spec = TopicSpec(name, t["num_partitions"], t["replication_factor"], assignment or None, configs)
         try:
-            plan = await admin.validate_new_topic(spec)
-            if not validate_only:
-                if not quota.admit(len(plan), res):
-                    continue
-                plan = await admin.create_topic(spec, plan)
-                created.append((name, len(plan)))
-                if any(list(r) == [me] for r in plan.values()):
-                    only_here.add(name)
-            res["num_partitions"] = len(plan)
-            res["replication_factor"] = len(next(iter(plan.values())))
+            async with admin.mutations:
+                plan = await admin.validate_new_topic(spec)
+                if not validate_only:
+                    if not quota.admit(len(plan), res):
+                        continue
+                    plan = await admin.create_topic(spec, plan)
+                    created.append((name, len(plan)))
+                    if any(list(r) == [me] for r in plan.values()):
+                        only_here.add(name)
+                res["num_partitions"] = len(plan)
+                res["replication_factor"] = len(next(iter(plan.values())))
+                del plan
             res["configs"] = [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
                               for e in topic_entries(configs, ctx.services.config, include_synonyms=False)]
         except AdminError as e:

@@ -61,11 +61,12 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             res["error_message"] = f"Duplicate topic {name} in request"
             continue
         try:
-            partitions = await admin.partition_count(name)
-            if not quota.admit(partitions, res):
-                continue
-            await admin.delete_topic(name)
-            deleting.append(name)
+            async with admin.mutations:
+                partitions = await admin.partition_count(name)
+                if not quota.admit(partitions, res):
+                    continue
+                await admin.delete_topic(name)
+                deleting.append(name)
         except AdminError as e:
             res["error_code"] = e.code
             res["error_message"] = e.message

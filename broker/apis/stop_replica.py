@@ -49,6 +49,8 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             log.warning("stop_replica.invalid_partition", peer=ctx.conn.peer, topic=tp[0][:255], partition=tp[1],
                         delete=delete, error=code.name)
         errors.append({"topic_name": tp[0], "partition_index": tp[1], "error_code": code})
+    if delete:
+        services.roles.forget_deleted_topics({e["topic_name"] for e in errors if e["error_code"] == ErrorCode.NONE})
     return {"error_code": 0, "partition_errors": errors}
 
 

@@ -37,7 +37,7 @@ from broker.controller.epochs import ControlRequestEpochs
 from broker.controller.log_dir_events import no_leader, take_notifications
 from broker.controller.reassign import Reassigner
 from broker.zk import layout as L
-from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient, ZkError
+from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, Watch, ZkClient, ZkError
 
 log = structlog.get_logger()
 
@@ -56,7 +56,9 @@ class Controller:
         self.ctx = ControllerContext(zk, broker_id)
         self._worker: asyncio.Task[None] | None = None
         self._watches_armed = False
-        self._topic_watches: set[str] = set()
+        # One data watch per existing topic (partition growth); cancelled when the topic goes, or
+        # every name ever created would keep a watch task, its aiozk callbacks and a server watch.
+        self._topic_watches: dict[str, Watch] = {}
         # Brokers whose log directory failed: alive, but never leader nor in an ISR until they register again.
         self.dir_offline: set[int] = set()
         self.reassigner = Reassigner(self.ctx)
@@ -210,8 +212,8 @@ class Controller:
         for p in self.ctx.assignment[topic]:
             await self.ctx.read_state(topic, p)
         if topic not in self._topic_watches:
-            self._topic_watches.add(topic)
-            await self.zk.watch_data(L.topic_path(topic), self._assignment_changed_cb(topic))
+            self._topic_watches[topic] = await self.zk.watch_data(L.topic_path(topic),
+                                                                  self._assignment_changed_cb(topic))
 
     async def _failover(self) -> None:
         self.ctx.live, self.ctx.broker_epochs = await self._read_brokers()
@@ -221,6 +223,8 @@ class Controller:
         self.ctx.states.clear()
         for topic in await self.zk.get_children(L.BROKER_TOPICS):
             await self._read_topic(topic)
+        for gone in [t for t in self._topic_watches if t not in self.ctx.assignment]:
+            self._topic_watches.pop(gone).cancel()  # deleted while another broker was the controller
         await self._bring_online(self._all_partitions())
         # Brokers that died before this election (the previous controller among them) leave every
         # ISR now, not after the leaders' replica.lag.time.max.ms.
@@ -425,6 +429,9 @@ class Controller:
     def _forget_topic(self, topic: str) -> None:
         for p in self.ctx.assignment.pop(topic, {}):
             self.ctx.states.pop((topic, p), None)
+        watch = self._topic_watches.pop(topic, None)
+        if watch is not None:
+            watch.cancel()
 
     async def _delete_requested(self, children: list[str]) -> None:
         for topic in children:

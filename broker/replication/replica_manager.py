@@ -406,6 +406,7 @@ class ReplicaManager:
         else:
             shutil.rmtree(directory, ignore_errors=True)
         self._checkpointed.pop((topic, index), None)
+        self._isr_locks.pop((topic, index), None)
         log.info("partition.deleted", topic=topic, partition=index)
 
     # ---- produce ---------------------------------------------------------------------

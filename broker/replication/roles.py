@@ -90,3 +90,12 @@ class PartitionRoles:
         """Stop fetching a partition, and delete its log if asked."""
         self.fetchers.remove((topic, index))
         self.replicas.stop_replica(topic, index, delete)
+
+    def forget_deleted_topics(self, topics: set[str]) -> None:
+        """After deletions: the cached configs of the topics of which no partition is left here go,
+        or every topic name this broker ever hosted would keep an entry (one pass, not one per partition)."""
+        if not topics:
+            return
+        hosted = {t for t, _ in self.replicas.partitions}
+        for topic in topics - hosted:
+            self.topic_configs.forget(topic)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,6 +132,47 @@ def encode_assignment(assignment: dict[int, list[int]]) -> bytes:
 def decode_assignment(data: bytes) -> dict[int, list[int]]:
     obj = loads(data)
     return {int(p): [int(b) for b in r] for p, r in obj["partitions"].items()}
+
+
+# The "partitions" object of a topic znode: partition numbers to lists of broker ids, so no braces inside.
+_PARTITIONS = re.compile(rb'"partitions"\s*:\s*\{([^{}]*)\}')
+_FIRST = re.compile(rb'"0"\s*:\s*\[([^\]]*)\]')
+
+
+@dataclass(frozen=True)
+class AssignmentShape:
+    """What the admin request paths need of a topic znode: its partition count, partition 0's
+    replication factor, and where a grown assignment's entries go. Read from the bytes without
+    building the assignment: a topic may have 100,000 partitions, and decoding one per request
+    (32 at a time under the fuzzer) churned tens of MiB of small objects each time, which the
+    allocators kept as RSS."""
+
+    partitions: int
+    replication_factor: int
+    entries_end: int  # offset just after the last entry of the "partitions" object
+
+
+def assignment_shape(data: bytes) -> AssignmentShape:
+    """ValueError when `data` is not a topic znode in Kafka's layout."""
+    m = _PARTITIONS.search(data)
+    if m is None:
+        raise ValueError("no partitions object")
+    body = data[m.start(1):m.end(1)]
+    count = body.count(b"[")  # one list per entry, and lists of ids hold no brackets
+    first = _FIRST.search(body)
+    if first is not None:
+        rf = len([b for b in first.group(1).split(b",") if b.strip()])
+    else:
+        head = re.search(rb'\[([^\]]*)\]', body)
+        rf = len([b for b in head.group(1).split(b",") if b.strip()]) if head is not None else 1
+    return AssignmentShape(count, rf, m.end(1))
+
+
+def grow_assignment(data: bytes, shape: AssignmentShape, additions: dict[int, list[int]]) -> bytes:
+    """`data` with `additions` appended to its partitions object, every other byte kept as read."""
+    added = ",".join(f'"{p}":[{",".join(map(str, r))}]' for p, r in sorted(additions.items())).encode()
+    sep = b"," if shape.partitions else b""
+    return data[:shape.entries_end] + sep + added + data[shape.entries_end:]
 
 
 @dataclass

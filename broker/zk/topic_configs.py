@@ -22,6 +22,10 @@ class TopicConfigs:
     def set(self, topic: str, config: dict[str, str]) -> None:
         self._configs[topic] = config
 
+    def forget(self, topic: str) -> None:
+        """The topic's last partition here was deleted: read afresh should the name come back."""
+        self._configs.pop(topic, None)
+
     async def get(self, topic: str) -> dict[str, str]:
         cfg = self._configs.get(topic)
         if cfg is None:
