@@ -42,6 +42,11 @@ class PartitionRoles:
         replicas = list(ps["replicas"])
         if self.broker_id not in replicas:
             return ErrorCode.NONE
+        if ps["leader_epoch"] < 0:
+            # No controller writes one (a partition's first epoch is 0); Kafka's check of the
+            # request's epoch against its NoEpoch (-1) refuses it the same way.
+            log.warning("partition.invalid_leader_epoch", topic=topic, partition=index, got=ps["leader_epoch"])
+            return ErrorCode.STALE_CONTROLLER_EPOCH
         current = self.replicas.get(topic, index)
         if current is not None and ps["leader_epoch"] < current.leader_epoch:
             log.warning("partition.stale_leader_epoch", topic=topic, partition=index,

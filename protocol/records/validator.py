@@ -174,7 +174,7 @@ def _validate_batch(buf: memoryview, produce_version: int, now_ms: int, config: 
     if end > len(buf):
         raise _incomplete(produce_version)
     if end < len(buf):
-        if len(buf) - end > LOG_OVERHEAD and buf[end + MAGIC_AT] == RECORD_BATCH_MAGIC and produce_version < 3:
+        if len(buf) - end > MAGIC_AT and buf[end + MAGIC_AT] == RECORD_BATCH_MAGIC and produce_version < 3:
             raise RecordsError(ErrorCode.INVALID_RECORD, "Compressed outer record has more than one batch")
         if produce_version >= 3:
             raise RecordsError(ErrorCode.INVALID_RECORD, f"Produce requests with version {produce_version} are "

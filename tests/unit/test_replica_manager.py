@@ -104,6 +104,10 @@ async def test_roles_follow_leader_and_isr(rm: ReplicaManager) -> None:
     configs.set("t", {"segment.bytes": "4096", "min.insync.replicas": "2"})
     roles = PartitionRoles(rm.config, rm, fetchers, MetadataCache(), configs)  # type: ignore[arg-type]
     leaders = {2: ("127.0.0.1", 9)}
+    # A negative leader epoch (a fuzzed request) is refused before any log is opened.
+    assert await roles.apply_partition_state(state(2, -65536), leaders) == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert await roles.apply_partition_state(state(1, -1), leaders) == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert rm.get("t", 0) is None
     assert await roles.apply_partition_state(state(2, 3), leaders) == ErrorCode.NONE
     part = rm.get("t", 0)
     assert part is not None and part.leader == 2 and fetchers.assigned == {TP: 2}

@@ -232,6 +232,12 @@ def test_more_than_one_batch_and_v3_magic_rules() -> None:
     rejects(b"", ErrorCode.INVALID_RECORD, version=3)
 
 
+@pytest.mark.parametrize("tail", range(1, 17))
+def test_a_short_tail_after_the_batch_is_corrupt_not_an_index_error(tail: int) -> None:
+    # A fuzzed Produce: 13-16 bytes after the batch made the magic check read past the buffer.
+    rejects(kp_batch(2) + b"\x02" * tail, ErrorCode.CORRUPT_MESSAGE, version=2)
+
+
 def test_zstd_needs_produce_v7() -> None:
     bad = bytearray(kp_batch(1))
     struct.pack_into(">h", bad, 21, compression.ZSTD)
