@@ -269,7 +269,8 @@ async def test_live_config_change_bad_values_describe_and_restart(
         assert r.returncode != 0 and bad.split("=")[0] in r.stderr, (bad, r.stdout, r.stderr)
     r = configs(zk, "--entity-type", "topics", "--entity-name", topic, "--describe")
     assert "retention.bytes=50000" in r.stdout and "retention.ms" not in r.stdout, r.stdout
-    assert configs(zk, *alter, "--add-config", "cleanup.policy=[compact,delete]")  # kafka-configs' list form.returncode == 0
+    r = configs(zk, *alter, "--add-config", "cleanup.policy=[compact,delete]")  # kafka-configs' list form
+    assert r.returncode == 0, r.stderr
 
     # `minibroker topics --describe`: the cleanup policy and the retention overrides.
     async def described() -> str | None:
