@@ -3,7 +3,8 @@
     .venv/bin/python -m bench.fuzz --requests 1000000 [--seed N] [--connections 32] [--max-seconds S]
 
 One broker (its own ZooKeeper, socket.request.max.bytes 1 MiB so oversized frames are cheap to
-send, no topic auto-creation), the seeds of tests/fuzz/seeds mutated as in tests/fuzz, over a
+send, no topic auto-creation, its controller epoch moved far from the one the seeds carry:
+tests/fuzz/runner.age_controller_epoch), the seeds of tests/fuzz/seeds mutated as in tests/fuzz, over a
 bounded pool of connections to 127.0.0.1 only, and a good client producing with acks=all and
 reading back. Prints JSON and writes bench/out/fuzz.json and bench/out/fuzz.png (the good
 client's latency percentiles and the broker's RSS over time). Figures: requests sent,
@@ -58,7 +59,7 @@ async def run(args: argparse.Namespace) -> dict:
                 progress(f"{smp.sent:,} requests, broker RSS {smp.rss >> 20} MiB, {smp.sockets} sockets")
 
         exclude = tuple(int(ApiKey[name.upper()]) for name in args.exclude)
-        result = await run_fuzz(pid, b.port, topic, seed=args.seed, requests=args.requests,
+        result = await run_fuzz(pid, b.port, topic, zk_connect=b.zk_connect, seed=args.seed, requests=args.requests,
                                 duration=args.max_seconds, max_frame=MAX_FRAME, connections=args.connections,
                                 rss_limit=args.rss_limit << 20, exclude=exclude, on_sample=report)
         alive = b.proc.poll() is None

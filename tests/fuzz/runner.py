@@ -8,6 +8,13 @@ name no seed holds, so a mutated request cannot name it.
 
 Afterwards `check_broker` looks at the process: alive and answering, no traceback in its log,
 RSS, sockets back to the baseline, no directory outside log.dirs.
+
+Before the fuzz, `age_controller_epoch` moves the cluster's controller epoch far from the one
+the seeds were captured with. The seeds' inter-broker requests carry the epochs of the broker
+that captured them (controller epoch 1, broker epoch 29: the czxid of a first registration in
+a fresh ZooKeeper), and a broker started the same way has exactly those: without the move, a
+mutated UpdateMetadata was obeyed as the controller's (as Kafka without ACLs would obey it)
+and could leave the broker advertising no endpoint.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.zk import layout as L
 from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
 from protocol.records.records import decode_records
@@ -30,6 +38,7 @@ from tests.fuzz.mutate import Case, Mutator
 from tests.fuzz.seeds import endpoints_safe, load_seeds, retarget
 from tests.support.tools import ROOT
 from tests.support.wire import connect, fetch, produce
+from tests.support.zookeeper import zk_connect as zk_session
 
 HOST = "127.0.0.1"  # the only host the fuzzer ever connects to
 _SIZE = struct.Struct(">i")
@@ -257,6 +266,32 @@ class Fuzzer:
             case = None
 
 
+# ---- the cluster's age -----------------------------------------------------------------------------
+
+# Far from every epoch a seed holds and from every value the mutator writes into an int field
+# (its interesting values, a seed's value +-1 or x16): a mutant cannot name the current epoch.
+AGED_EPOCHS = range(100_000, 10_000_000)
+
+
+async def age_controller_epoch(zk_connect: str, port: int, seed: int, timeout: float = 30.0) -> int:
+    """Gives the cluster the controller epoch of a long-lived one: sets `/controller_epoch` to a
+    number drawn from the run's seed and deletes `/controller`, so that the broker is elected
+    again with that number + 1, as after many elections. Returns the new epoch once ZooKeeper
+    holds it, a controller is elected and the broker answers Metadata with itself."""
+    aged = random.Random(seed ^ 0xE90C).choice(AGED_EPOCHS)
+    deadline = time.monotonic() + timeout
+    async with zk_session(zk_connect) as zk:
+        await zk.set(L.CONTROLLER_EPOCH, str(aged).encode())
+        await zk.delete(L.CONTROLLER)
+        while True:
+            epoch = int((await zk.get(L.CONTROLLER_EPOCH))[0])
+            if epoch == aged + 1 and await zk.exists(L.CONTROLLER) and await answers(port):
+                return epoch
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"controller epoch {epoch} after {timeout}s, expected {aged + 1}")
+            await asyncio.sleep(0.1)
+
+
 # ---- a whole run ------------------------------------------------------------------------------------
 
 @dataclass
@@ -287,16 +322,18 @@ def fuzz_seed() -> int:
     return int(os.environ.get("MINIBROKER_FUZZ_SEED", "15"))
 
 
-async def run_fuzz(pid: int, port: int, good_topic: str, *, seed: int, requests: int, duration: float,
-                   max_frame: int, connections: int = 32, journal: Path | None = None,
+async def run_fuzz(pid: int, port: int, good_topic: str, *, zk_connect: str, seed: int, requests: int,
+                   duration: float, max_frame: int, connections: int = 32, journal: Path | None = None,
                    rss_limit: int = 1 << 30, exclude: tuple[int, ...] = (),
                    on_sample: Callable[[Sample], Any] | None = None) -> RunResult:
     """Fuzz the broker (process `pid`, listening on 127.0.0.1:`port`) while a good client works.
 
     The fuzz stops early when the broker's RSS passes `rss_limit` (the machine is shared: a
     broker that balloons is a finding, not something to watch grow). `exclude` leaves the seeds
-    of some API keys out, to look past a finding that hides the others.
+    of some API keys out, to look past a finding that hides the others. The cluster (ZooKeeper
+    at `zk_connect`) is aged first (`age_controller_epoch`).
     """
+    await age_controller_epoch(zk_connect, port, seed)
     seeds = [retarget(s, port) for s in load_seeds() if s.api_key not in exclude]
     mutator = Mutator(seeds, seed, max_frame)
     fuzzer = Fuzzer(port, mutator, requests, duration, connections, journal=journal)

@@ -15,9 +15,11 @@ import pytest
 
 from broker.zk import layout as L
 from protocol.api_keys import ApiKey
-from protocol.headers import encode_request_header
+from protocol.errors import ErrorCode
+from protocol.headers import decode_request_header, encode_request_header
 from protocol.schema import request_codec
-from tests.fuzz.runner import answers, rss_bytes, socket_count, sockets_back, tracebacks
+from tests.fuzz.runner import age_controller_epoch, answers, rss_bytes, socket_count, sockets_back, tracebacks
+from tests.fuzz.seeds import load_seeds, retarget
 from tests.support.topics import create_topic
 from tests.support.wire import connect
 from tests.support.zookeeper import zk_connect
@@ -191,3 +193,35 @@ async def test_leader_and_isr_topic_name_cannot_leave_log_dirs(broker_factory) -
     shutil.rmtree(escaped, ignore_errors=True)  # pytest's temporary tree, outside the test's own dir
     assert not created, f"LeaderAndIsr created {escaped}"
     assert resp["partition_errors"][0]["error_code"] != 0
+
+
+async def test_captured_epochs_are_stale_in_an_aged_cluster(broker_factory) -> None:  # noqa: ANN001
+    """Fuzz case `update_metadata-v5-broker bitflip5` (seed 15, request 99,909 of 100,000): five
+    bit flips turned the listener of the one live broker into 'PLAHJTMXT' and left the epochs
+    alone. A freshly started broker has the very epochs the seeds were captured with (controller
+    epoch 1, broker epoch 29), so the request was the controller's as far as KIP-380 can tell and
+    was obeyed, as Kafka without ACLs obeys it; Metadata then listed no broker. The harness ages
+    the cluster before fuzzing (tests/fuzz/runner.age_controller_epoch); then this request and
+    every captured inter-broker seed is refused, and the cache keeps the broker."""
+    b = broker_factory(0)
+    await create_topic(b, "first")
+    epoch = await age_controller_epoch(b.zk_connect, b.port, seed=15)
+    assert epoch > 100_000
+    finding = {"controller_id": 0, "controller_epoch": 1, "broker_epoch": 29, "topic_states": [
+        {"topic_name": "cap-kcat", "partition_states": [
+            {"partition_index": 0, "controller_epoch": 1, "leader": 0, "leader_epoch": 0, "isr": [0],
+             "zk_version": 0, "replicas": [0], "offline_replicas": []}]}],
+        "live_brokers": [{"id": 0, "endpoints": [{"port": b.port, "host": "127.0.0.1", "listener": "PLAHJTMXT",
+                                                  "security_protocol": 0}], "rack": None}]}
+    async with await connect(b) as conn:
+        resp = await conn.request(ApiKey.UPDATE_METADATA, 5, finding)
+        assert resp["error_code"] == ErrorCode.STALE_CONTROLLER_EPOCH
+        for seed in load_seeds():
+            if seed.api_key in (ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA):
+                frame = retarget(seed, b.port).frame
+                _, offset = decode_request_header(frame)
+                body = request_codec(seed.api_key, seed.api_version).decode(frame[offset:])
+                resp = await conn.request(ApiKey(seed.api_key), seed.api_version, body)
+                codes = {resp.get("error_code", 0)} | {p["error_code"] for p in resp.get("partition_errors", [])}
+                assert codes & {ErrorCode.STALE_CONTROLLER_EPOCH, ErrorCode.STALE_BROKER_EPOCH}, (seed.name, resp)
+    assert await answers(b.port), "Metadata lists no broker after the replay"

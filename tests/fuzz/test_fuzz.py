@@ -58,7 +58,7 @@ async def test_fuzz_leaves_broker_healthy(broker_factory) -> None:  # noqa: ANN0
     sockets_before = socket_count(pid)
     dirs_before = dirs_outside(b.workdir, b.log_dir)
 
-    result = await run_fuzz(pid, b.port, topic, seed=seed, requests=FUZZ_REQUESTS, duration=FUZZ_SECONDS,
+    result = await run_fuzz(pid, b.port, topic, zk_connect=b.zk_connect, seed=seed, requests=FUZZ_REQUESTS, duration=FUZZ_SECONDS,
                             max_frame=MAX_FRAME, rss_limit=RSS_LIMIT, exclude=EXCLUDE)
     s = result.stats
     print(f"sent {s.sent} requests over {s.connections} connections in {result.elapsed:.0f}s: "
