@@ -1,0 +1,1 @@
+"""The consumer-group coordinator and `__consumer_offsets` (issue 18)."""
