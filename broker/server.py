@@ -253,6 +253,7 @@ class Broker:
         if self._metrics_server is not None:
             self._metrics_server.close()
         await self.log_cleaner.stop()
+        await self.group_store.stop()
         await self.replicas.stop()
         try:
             await asyncio.wait_for(self.zk.close(), 10)

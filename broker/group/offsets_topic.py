@@ -180,6 +180,14 @@ class OffsetsTopic:
         if self._listener is not None:
             self._listener.partition_unloaded(index)
 
+    async def stop(self) -> None:
+        """At shutdown, before the logs close: loads in progress end (the listener is not told)."""
+        tasks = list(self._loading.values())
+        self._loading.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def offline(self, tp: tuple[str, int]) -> None:
         """ReplicaManager.on_offline: the partition's log directory failed."""
         self.resigned(*tp)
