@@ -9,7 +9,8 @@
   cleanup.policy=compact and segment.bytes from offsets.topic.segment.bytes in its config znode;
   Metadata flags it is_internal.
 - A Metadata request naming it creates it only as the internal topic; ordinary produce to it is
-  INVALID_TOPIC_EXCEPTION and DeleteTopics of it too; nothing is appended or deleted.
+  INVALID_TOPIC_EXCEPTION and DeleteTopics of it too; nothing is appended or deleted (produce
+  with Kafka's admin client id `__admin_client` is appended, as in Kafka).
 """
 
 from __future__ import annotations
@@ -166,6 +167,13 @@ async def test_produce_and_delete_refused(cluster: Cluster) -> None:
         await conn.close()
     assert await cluster.zk.exists(f"/brokers/topics/{OFFSETS_TOPIC}")
     assert not await cluster.zk.exists(f"/admin/delete_topics/{OFFSETS_TOPIC}")
+    # As in Kafka 2.8, the admin client id (AdminUtils.AdminClientId) may append to it.
+    admin = await connect(leader, client_id="__admin_client")
+    try:
+        resp = await produce(admin, OFFSETS_TOPIC, 0, [(b"k", b"v")], acks=-1)
+        assert (resp["error_code"], resp["base_offset"]) == (ErrorCode.NONE, 0)
+    finally:
+        await admin.close()
     out = cluster.topics("--delete", "--topic", OFFSETS_TOPIC, check=False)
     assert out.returncode != 0
     assert "internal topic" in out.stdout + out.stderr
