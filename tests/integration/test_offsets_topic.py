@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -148,6 +149,39 @@ async def test_metadata_creates_it_only_as_the_internal_topic(cluster: Cluster) 
     assert len(json.loads(data)["partitions"]) == PARTITIONS  # not num.partitions=1
     data, _ = await cluster.zk.get(f"/config/topics/{OFFSETS_TOPIC}")
     assert json.loads(data)["config"]["cleanup.policy"] == "compact"
+
+
+async def test_real_clients_see_it_internal(cluster: Cluster) -> None:
+    """A monitoring tool's path (issue 18): confluent-kafka asks for the topic's metadata by name,
+    which creates it, as the internal topic; confluent-kafka's admin describes it internal and
+    kafka-python's consumer leaves it out of its topic list, by the flag."""
+    from confluent_kafka import Producer, TopicCollection
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaConsumer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+
+    async def partitions() -> int | None:
+        md = await asyncio.to_thread(producer.list_topics, OFFSETS_TOPIC, 10)
+        topic = md.topics[OFFSETS_TOPIC]
+        return len(topic.partitions) if topic.error is None and topic.partitions else None
+    assert await wait_for("confluent-kafka sees its partitions", partitions, timeout=60, interval=0.5) == PARTITIONS
+    data, _ = await cluster.zk.get(f"/config/topics/{OFFSETS_TOPIC}")
+    assert json.loads(data)["config"]["cleanup.policy"] == "compact"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.describe_topics(TopicCollection([OFFSETS_TOPIC]), request_timeout=20)
+    description = await asyncio.to_thread(futures[OFFSETS_TOPIC].result, 30)
+    assert description.is_internal is True
+    assert len(description.partitions) == PARTITIONS
+    # kafka-python's consumer lists every topic but those Metadata flags is_internal.
+    await cluster.create_topic("plain")
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap)
+    try:
+        topics = await asyncio.to_thread(consumer.topics)
+    finally:
+        await asyncio.to_thread(consumer.close)
+    assert "plain" in topics
+    assert OFFSETS_TOPIC not in topics
 
 
 async def test_produce_and_delete_refused(cluster: Cluster) -> None:
