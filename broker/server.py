@@ -21,6 +21,7 @@ from broker.config_apply import ConfigApplier
 from broker.controlled_shutdown import controlled_shutdown
 from broker.controller.controller import Controller
 from broker.dispatch import Dispatcher
+from broker.group.offsets_topic import OffsetsTopic
 from broker.health import HEALTH_FILE_ENV, HealthFile
 from broker.metadata import MetadataCache
 from broker.metrics import Registry, serve_metrics
@@ -84,6 +85,10 @@ class Broker:
                            self.metadata_updated)
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.config_admin = ConfigAdmin(self.zk, config, self.metadata)
+        # `__consumer_offsets`: loads and unloads its partitions' groups as this broker's roles change.
+        self.group_store = OffsetsTopic(config, self.zk, self.metadata, self.replicas, self.topic_configs)
+        self.roles.add_listener(self.group_store)
+        self.replicas.on_offline(self.group_store.offline)
         self.dispatcher = Dispatcher(self, ALL_APIS)
         # Every named listener is bound; each has its own connection limits (departure: Kafka
         # counts max.connections across listeners).
@@ -193,6 +198,7 @@ class Broker:
             await self.zk.ensure_path(path)
         self._cluster_id = await get_or_create_cluster_id(self.zk)
         log.info("broker.cluster_id", cluster_id=self._cluster_id)
+        await self.group_store.read_partition_count()  # before any FindCoordinator is answered
         for listener in self.listeners:
             await listener.start()
         self.replicas.start()
@@ -247,6 +253,7 @@ class Broker:
         if self._metrics_server is not None:
             self._metrics_server.close()
         await self.log_cleaner.stop()
+        await self.group_store.stop()
         await self.replicas.stop()
         try:
             await asyncio.wait_for(self.zk.close(), 10)

@@ -23,6 +23,7 @@ from protocol.messages import (
     describe_cluster,
     describe_configs,
     fetch,
+    find_coordinator,
     incremental_alter_configs,
     init_producer_id,
     leader_and_isr,
@@ -522,6 +523,27 @@ class ControlledShutdownResponse(TypedDict):
     remaining_partitions: list[ControlledShutdownResponseRemainingPartition]
 
 
+# ---- FindCoordinator (key 10), versions 0-3 ------------------------------------------------------
+
+
+class FindCoordinatorRequest(TypedDict):
+    """FindCoordinator request, versions 0-3."""
+
+    key: str
+    key_type: NotRequired[int]
+
+
+class FindCoordinatorResponse(TypedDict):
+    """FindCoordinator response, versions 0-3."""
+
+    throttle_time_ms: NotRequired[int]
+    error_code: int
+    error_message: NotRequired[str | None]
+    node_id: int
+    host: str
+    port: int
+
+
 # ---- ApiVersions (key 18), versions 0-3 ----------------------------------------------------------
 
 
@@ -976,6 +998,8 @@ UPDATE_METADATA: Api[UpdateMetadataRequest, UpdateMetadataResponse] = Api(
     update_metadata.API_KEY, update_metadata.NAME)
 CONTROLLED_SHUTDOWN: Api[ControlledShutdownRequest, ControlledShutdownResponse] = Api(
     controlled_shutdown.API_KEY, controlled_shutdown.NAME)
+FIND_COORDINATOR: Api[FindCoordinatorRequest, FindCoordinatorResponse] = Api(
+    find_coordinator.API_KEY, find_coordinator.NAME)
 API_VERSIONS: Api[ApiVersionsRequest, ApiVersionsResponse] = Api(api_versions.API_KEY, api_versions.NAME)
 CREATE_TOPICS: Api[CreateTopicsRequest, CreateTopicsResponse] = Api(create_topics.API_KEY, create_topics.NAME)
 DELETE_TOPICS: Api[DeleteTopicsRequest, DeleteTopicsResponse] = Api(delete_topics.API_KEY, delete_topics.NAME)

@@ -204,7 +204,7 @@ def _kafka_python_class(key: ApiKey, request_side: bool) -> type:
 
 ADMIN_TABLE = (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
                ApiKey.CREATE_PARTITIONS, ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS,
-               ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_CLUSTER)
+               ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_CLUSTER, ApiKey.FIND_COORDINATOR)
 KP_CASES = [(k, v, req) for k in ADMIN_TABLE for v in range(MODULES[k].VERSIONS[0], MODULES[k].VERSIONS[1] + 1)
             for req in (True, False)]
 
