@@ -5,11 +5,15 @@ that unpickle these objects. Planning (which partitions, which offsets) talks to
 once per query or micro-batch; each task then reads one topic partition's offset range on its
 own connection. Streaming offsets are `{"topic": {"partition": next offset}}` dicts, the
 same shape as the `startingOffsets` option; Spark keeps them in the query's checkpoint, which
-is what makes a restarted query resume exactly where it stopped.
+is what makes a restarted query resume exactly where it stopped. With the option
+`commitOffsetsToGroup`, each processed micro-batch's end offsets are also committed to that
+consumer group (OffsetCommit as a consumer outside the group), so the query's lag shows in
+`minibroker groups --describe`; Spark's own Kafka source commits nothing anywhere.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -35,6 +39,8 @@ from pipeline.rows import SCHEMA_DDL, record_batch
 from pipeline.sink import MinibrokerWriter
 
 Offsets = dict[int, int]  # partition -> offset
+
+_log = logging.getLogger(__name__)
 
 
 class OffsetRange(InputPartition):
@@ -289,7 +295,23 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return read_range(self.options, partition)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: the offsets live in Spark's checkpoint, not in the broker."""
+        """Spark has processed everything below `end`: with `commitOffsetsToGroup`, tell the group.
+
+        The query's position lives in Spark's checkpoint, which is what a restart resumes from;
+        the group's committed offsets are a copy for operators (`minibroker groups --describe`,
+        the coordinator's consumer_group_lag). So a commit that fails within `timeout.ms` is
+        logged and the query goes on: the next batch's commit carries the later offsets anyway.
+        """
+        group = self.options.commit_group
+        if group is None:
+            return
+        offsets = _as_offsets(end, self.options.topic)
+        try:
+            with BrokerSession(self.options.settings) as session:
+                session.commit_offsets(group, self.options.topic, offsets)
+        except MinibrokerError as e:
+            _log.warning("could not commit offsets %s of topic %r to group %r: %s", offsets, self.options.topic,
+                         group, e)
 
 
 def _cap(begin: Offsets, latest: Offsets, max_rows: int) -> Offsets:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 TopicPartition = tuple[str, int]
 MISSING = "-"
@@ -57,7 +57,7 @@ def parse_topic_arg(arg: str) -> tuple[str, list[int] | None]:
 
 
 _ZONE_WITHOUT_COLON = re.compile(r"([+-]\d\d)(\d\d)$")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_datetime(text: str) -> int:
@@ -75,7 +75,7 @@ def parse_datetime(text: str) -> int:
     except ValueError:
         raise PlanError(f"Error parsing timestamp {text!r}: expected yyyy-MM-ddTHH:mm:ss.SSS[Z|+hh:mm]") from None
     if parsed.tzinfo is None:  # cannot happen after the suffix above, but keep UTC the rule
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     # Whole milliseconds, in integers (timestamp() * 1000 can land a float just below one).
     return (parsed - _EPOCH) // timedelta(milliseconds=1)
 
