@@ -45,13 +45,12 @@ from broker.tools.groups_plan import (
     MemberView,
     PlanError,
     ResetSpec,
+    assignment_partitions,
     describe_rows,
     parse_datetime,
     parse_topic_arg,
     plan_reset,
 )
-from protocol.consumer_protocol import decode_assignment
-from protocol.errors import ProtocolError
 
 CONSUMER_PROTOCOL = "consumer"
 GROUP_ID_NOT_FOUND = 69
@@ -111,12 +110,11 @@ class Output:
 def _members(group: str, desc: dict[str, Any], out: Output) -> list[MemberView]:
     members = []
     for m in desc["members"]:
-        try:
-            parts = tuple(decode_assignment(m["member_assignment"]).topic_partitions()) \
-                if desc["protocol_type"] == CONSUMER_PROTOCOL else ()
-        except ProtocolError as e:
-            out.note(f"Warning: member {m['member_id']} of group '{group}' has an unreadable assignment: {e}")
-            parts = ()
+        decoded = assignment_partitions(m["member_assignment"]) if desc["protocol_type"] == CONSUMER_PROTOCOL else {}
+        if decoded is None:
+            out.note(f"Warning: member {m['member_id']} of group '{group}' has an unreadable assignment")
+            decoded = {}
+        parts = tuple((topic, p) for topic, ps in decoded.items() for p in ps)
         members.append(MemberView(m["member_id"], m["client_id"], m["client_host"], parts))
     return members
 

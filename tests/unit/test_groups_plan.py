@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from broker.tools.groups_plan import (
     LogRange,
     MemberView,
     PlanError,
     ResetSpec,
+    assignment_partitions,
     describe_rows,
     lag_of,
     parse_datetime,
@@ -130,3 +132,23 @@ def test_describe_rows_in_kafkas_order():
 def test_describe_rows_without_members_or_log_end():
     rows = [r.cells() for r in describe_rows("g", [], {("t", 0): 4}, {})]
     assert rows == [["g", "t", "0", "4", "-", "-", "-", "-", "-"]]
+
+
+topic_names = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF), min_size=1, max_size=20)
+
+
+@given(st.dictionaries(topic_names, st.lists(st.integers(0, 2**31 - 1), max_size=8), max_size=6),
+       st.none() | st.binary(max_size=20), st.sampled_from([0, 1, 3]))
+def test_assignment_decoding_against_kafka_python(parts, user_data, version):
+    # kafka-python's classes are generated from Kafka's ConsumerProtocolAssignment.json (v0-1); a
+    # newer version is read with the newest layout, as Kafka's ConsumerProtocol does.
+    data = ConsumerProtocolAssignment(version=min(version, 1), assigned_partitions=list(parts.items()),
+                                      user_data=user_data).encode(version=min(version, 1))
+    data = version.to_bytes(2, "big") + data[2:]
+    assert assignment_partitions(data) == parts
+
+
+def test_assignment_decoding_edges():
+    assert assignment_partitions(b"") == {}  # before the member's first SyncGroup
+    for bad in (b"\xff\xff\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x05\x00\x01t", b"\x00"):
+        assert assignment_partitions(bad) is None

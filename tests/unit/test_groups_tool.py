@@ -9,11 +9,11 @@ import io
 from typing import Any
 
 import pytest
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from broker.tools import groups_tool
 from broker.tools.cli import build_parser
 from broker.tools.group_admin import EARLIEST, LATEST
-from protocol.consumer_protocol import Assignment, encode_assignment
 
 
 class FakeAdmin:
@@ -66,7 +66,8 @@ def table(text: str) -> list[list[str]]:
 
 def member(member_id: str, parts: tuple[tuple[str, tuple[int, ...]], ...]) -> dict[str, Any]:
     return {"member_id": member_id, "group_instance_id": None, "client_id": "cid", "client_host": "/127.0.0.1",
-            "member_metadata": b"", "member_assignment": encode_assignment(Assignment(parts))}
+            "member_metadata": b"", "member_assignment": ConsumerProtocolAssignment(
+                version=0, assigned_partitions=[(t, list(ps)) for t, ps in parts], user_data=None).encode(version=0)}
 
 
 def test_describe_prints_kafkas_columns_and_decoded_assignments() -> None:
