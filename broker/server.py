@@ -21,6 +21,7 @@ from broker.config_apply import ConfigApplier
 from broker.controlled_shutdown import controlled_shutdown
 from broker.controller.controller import Controller
 from broker.dispatch import Dispatcher
+from broker.group.offsets_topic import OffsetsTopic
 from broker.health import HEALTH_FILE_ENV, HealthFile
 from broker.metadata import MetadataCache
 from broker.metrics import Registry, serve_metrics
@@ -84,6 +85,7 @@ class Broker:
                            self.metadata_updated)
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.config_admin = ConfigAdmin(self.zk, config, self.metadata)
+        self.group_store = OffsetsTopic(config, self.zk, self.metadata)
         self.dispatcher = Dispatcher(self, ALL_APIS)
         # Every named listener is bound; each has its own connection limits (departure: Kafka
         # counts max.connections across listeners).
@@ -193,6 +195,7 @@ class Broker:
             await self.zk.ensure_path(path)
         self._cluster_id = await get_or_create_cluster_id(self.zk)
         log.info("broker.cluster_id", cluster_id=self._cluster_id)
+        await self.group_store.read_partition_count()  # before any FindCoordinator is answered
         for listener in self.listeners:
             await listener.start()
         self.replicas.start()

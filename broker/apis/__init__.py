@@ -13,6 +13,7 @@ from broker.apis import (  # noqa: F401  (imported to register)
     describe_cluster,
     describe_configs,
     fetch,
+    find_coordinator,
     incremental_alter_configs,
     init_producer_id,
     leader_and_isr,

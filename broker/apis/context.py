@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from broker.apis.config_admin import ConfigAdmin
     from broker.config import BrokerConfig
     from broker.controller.controller import Controller
+    from broker.group.store import GroupStore
     from broker.metadata import MetadataCache
     from broker.metrics import Registry
     from broker.replication.replica_manager import ReplicaManager
@@ -70,6 +71,10 @@ class BrokerServices(Protocol):
     # Config resources (Describe/Alter/IncrementalAlterConfigs), written as `minibroker configs` does.
     @property
     def config_admin(self) -> ConfigAdmin: ...
+
+    # `__consumer_offsets` (FindCoordinator's partition for a group; the coordinator's store).
+    @property
+    def group_store(self) -> GroupStore: ...
 
 
 class DispatchHost(BrokerServices, Protocol):

@@ -204,7 +204,7 @@ def _kafka_python_class(key: ApiKey, request_side: bool) -> type:
 
 ADMIN_TABLE = (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
                ApiKey.CREATE_PARTITIONS, ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS,
-               ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_CLUSTER,
+               ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_CLUSTER, ApiKey.FIND_COORDINATOR,
                # the group APIs (issue 18), client and broker side alike: `minibroker groups` encodes
                # their requests and decodes their responses with the same declarations
                ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
