@@ -224,6 +224,7 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         self._target: Offsets | None = None
+        self._committed: Offsets | None = None  # last offsets committed to options.commit_group
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._offsets(LATEST)
@@ -249,6 +250,7 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         planning, ReadMaxRows from getDefaultReadLimit otherwise).
         """
         topic = self.options.topic
+        self._commit_to_group(start)
         latest = self._offsets(LATEST)
         if self._target is not None:
             latest = {p: min(o, self._target.get(p, o)) for p, o in latest.items()}
@@ -295,23 +297,35 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return read_range(self.options, partition)
 
     def commit(self, end: dict) -> None:
-        """Spark has processed everything below `end`: with `commitOffsetsToGroup`, tell the group.
+        """Spark has processed everything below `end`: with `commitOffsetsToGroup`, tell the group."""
+        self._commit_to_group(end)
 
+    def _commit_to_group(self, processed: dict | None) -> None:
+        """Commits `processed` (a streaming offset doc whose data Spark has fully processed) to the
+        `commitOffsetsToGroup` group, unless that is what was committed last.
+
+        Spark calls `commit(end)` for a batch only while it plans the next batch with data, so an
+        idle query would show the last batch as lag for ever; `latestOffset(start)` (pyspark 4.2+)
+        is called at every trigger with the end of the last completed batch, so it commits too.
         The query's position lives in Spark's checkpoint, which is what a restart resumes from;
-        the group's committed offsets are a copy for operators (`minibroker groups --describe`,
-        the coordinator's consumer_group_lag). So a commit that fails within `timeout.ms` is
-        logged and the query goes on: the next batch's commit carries the later offsets anyway.
+        the group's offsets are a copy for operators (`minibroker groups --describe`, the
+        coordinator's consumer_group_lag). So a commit that fails within `timeout.ms` is logged
+        and the query goes on: a later one carries the same or later offsets anyway.
         """
         group = self.options.commit_group
-        if group is None:
+        if group is None or not processed:
             return
-        offsets = _as_offsets(end, self.options.topic)
+        offsets = _as_offsets(processed, self.options.topic)
+        if offsets == self._committed:
+            return
         try:
             with BrokerSession(self.options.settings) as session:
                 session.commit_offsets(group, self.options.topic, offsets)
         except MinibrokerError as e:
             _log.warning("could not commit offsets %s of topic %r to group %r: %s", offsets, self.options.topic,
                          group, e)
+            return
+        self._committed = offsets
 
 
 def _cap(begin: Offsets, latest: Offsets, max_rows: int) -> Offsets:
