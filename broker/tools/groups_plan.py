@@ -25,9 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from protocol.errors import ProtocolError
-from protocol.primitives import Reader
-
 TopicPartition = tuple[str, int]
 MISSING = "-"
 
@@ -176,29 +173,6 @@ class DescribeRow:
 
 DESCRIBE_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
                     "HOST", "CLIENT-ID")
-
-
-def assignment_partitions(data: bytes | memoryview) -> dict[str, list[int]] | None:
-    """A consumer-protocol Assignment's partitions by topic (int16 version, [topic, [int32]], ...);
-    empty bytes (a member before its first SyncGroup) are none; None when it does not parse.
-
-    Stand-in until group-coord's protocol/consumer_protocol.py (same name and contract) is merged.
-    """
-    if len(data) == 0:
-        return {}
-    try:
-        r = Reader(data)
-        if r.int16() < 0:
-            return None
-        out: dict[str, list[int]] = {}
-        for _ in range(r.array_length() or 0):
-            topic = r.string()
-            if topic is None:
-                return None
-            out[topic] = [r.int32() for _ in range(r.array_length(min_item_size=4) or 0)]
-        return out
-    except ProtocolError:
-        return None
 
 
 def lag_of(committed: int | None, log_end: int | None) -> int | None:

@@ -45,12 +45,12 @@ from broker.tools.groups_plan import (
     MemberView,
     PlanError,
     ResetSpec,
-    assignment_partitions,
     describe_rows,
     parse_datetime,
     parse_topic_arg,
     plan_reset,
 )
+from protocol.consumer_protocol import assignment_partitions
 
 CONSUMER_PROTOCOL = "consumer"
 GROUP_ID_NOT_FOUND = 69

@@ -12,13 +12,13 @@ from broker.tools.groups_plan import (
     MemberView,
     PlanError,
     ResetSpec,
-    assignment_partitions,
     describe_rows,
     lag_of,
     parse_datetime,
     parse_topic_arg,
     plan_reset,
 )
+from protocol.consumer_protocol import assignment_partitions
 
 T0, T1, T2 = ("t", 0), ("t", 1), ("t", 2)
 LOGS = {T0: LogRange(10, 100), T1: LogRange(0, 50), T2: LogRange(5, 5)}
@@ -139,7 +139,7 @@ topic_names = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF), min_
 
 @given(st.dictionaries(topic_names, st.lists(st.integers(0, 2**31 - 1), max_size=8), max_size=6),
        st.none() | st.binary(max_size=20), st.sampled_from([0, 1, 3]))
-def test_assignment_decoding_against_kafka_python(parts, user_data, version):
+def test_assignment_decoding_for_the_tool_against_kafka_python(parts, user_data, version):
     # kafka-python's classes are generated from Kafka's ConsumerProtocolAssignment.json (v0-1); a
     # newer version is read with the newest layout, as Kafka's ConsumerProtocol does.
     data = ConsumerProtocolAssignment(version=min(version, 1), assigned_partitions=list(parts.items()),
