@@ -4,10 +4,10 @@
 - `consumer_group_state{group}`: the group's state as a number, in the order of Kafka's state
   machine: 0 Empty, 1 PreparingRebalance, 2 CompletingRebalance, 3 Stable, 4 Dead (the name is
   in the metric's HELP text; `minibroker groups --describe` shows it by name).
-- `group_rebalances_total{group}`: the group's generation id. Each completed rebalance starts a
-  new generation (Kafka's initNextGeneration), and the generation is stored in
-  `__consumer_offsets`, so the count survives a move of the coordinator; a deleted and re-created
-  group starts again from 0, which Prometheus reads as a counter reset.
+- `group_rebalances_total{group}`: rebalances completed (the leader's SyncGroup of a new
+  generation) while this broker coordinated the group: the coordinator's own count
+  (`GroupMachine.completed_rebalances`). A new coordinator, after a failover or a restart,
+  counts from 0, which Prometheus reads as a counter reset.
 - `consumer_group_lag{group,topic,partition}`: log end offset - committed offset, for every
   committed offset of a group, where this broker knows the partition's end: it holds a replica
   of it. The end is the replica's high watermark (what consumers can read, and what
@@ -25,8 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.metrics import GaugeRows, Registry
+
+if TYPE_CHECKING:
+    from broker.group.machine import GroupMachine
 
 TopicPartition = tuple[str, int]
 
@@ -40,8 +44,20 @@ class GroupSnapshot:
     group_id: str
     state: str  # Kafka's state name
     members: int
-    generation: int
+    rebalances: int  # completed while this broker coordinated the group
     committed: Mapping[TopicPartition, int]  # committed offset per partition
+
+
+def snapshots(machine: GroupMachine) -> list[GroupSnapshot]:
+    """The groups of the `__consumer_offsets` partitions this broker has loaded, read from the
+    coordinator's public state (no lock needed: both run on the event loop)."""
+    out = []
+    for group_id, group in list(machine.groups.items()):
+        if machine.partition_for(group_id) not in machine.owned:
+            continue
+        out.append(GroupSnapshot(group_id, group.state.value, group.size, machine.completed_rebalances.get(group_id, 0),
+                                 {tp: c.offset for tp, c in group.all_offsets().items()}))
+    return out
 
 
 def lag_rows(groups: Iterable[GroupSnapshot], log_end: Callable[[str, int], int | None]) -> GaugeRows:
@@ -66,5 +82,5 @@ def register_group_metrics(m: Registry, groups: Callable[[], Iterable[GroupSnaps
     m.gauge("consumer_group_state", "State of each coordinated group: 0 Empty, 1 PreparingRebalance, "
             "2 CompletingRebalance, 3 Stable, 4 Dead",
             lambda: [({"group": g.group_id}, STATE_NUMBERS[g.state]) for g in groups() if g.state in STATE_NUMBERS])
-    m.counter_fn("group_rebalances_total", "Completed rebalances of each coordinated group (its generation id)",
-                 lambda: [({"group": g.group_id}, g.generation) for g in groups()])
+    m.counter_fn("group_rebalances_total", "Rebalances of each coordinated group completed on this coordinator",
+                 lambda: [({"group": g.group_id}, g.rebalances) for g in groups()])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from broker.group_metrics import GroupSnapshot, lag_rows, register_group_metrics
+from broker.group.machine import GroupConfig, GroupMachine
+from broker.group.store import CommittedOffset, GroupRecord, MemberRecord
+from broker.group_metrics import GroupSnapshot, lag_rows, register_group_metrics, snapshots
 from broker.metrics import Registry
 
 
@@ -46,3 +48,24 @@ def test_the_four_families() -> None:
     }
     groups.clear()
     assert samples(r.render()) == {}
+
+
+class NoTimers:
+    def schedule(self, key: object, delay_ms: int, action: object) -> None:
+        pass
+
+    def cancel(self, key: object) -> None:
+        pass
+
+
+def test_snapshots_read_the_loaded_groups_of_the_coordinator() -> None:
+    machine = GroupMachine(1, GroupConfig(), lambda: 1_000, NoTimers(), lambda *a: None,
+                           lambda group: {"a": 0, "b": 0, "other": 1}[group])
+    member = MemberRecord("m-1", None, "c", "/127.0.0.1", 30000, 10000, b"", b"")
+    record = GroupRecord("consumer", 3, "range", "m-1", 900, (member,))
+    machine.partition_loaded(0, {"a": record}, {"a": {("t", 0): CommittedOffset(7, -1, "", 900)},
+                                                "b": {("t", 1): CommittedOffset(5, -1, "", 900)}})
+    machine.partition_loaded(1, {}, {"other": {("t", 0): CommittedOffset(1, -1, "", 900)}})
+    machine.partition_unloaded(1)
+    got = sorted(snapshots(machine), key=lambda s: s.group_id)
+    assert got == [GroupSnapshot("a", "Stable", 1, 0, {("t", 0): 7}), GroupSnapshot("b", "Empty", 0, 0, {("t", 1): 5})]
