@@ -208,6 +208,14 @@ class BrokerConfig:
     log_cleaner_max_compaction_lag_ms: int = LONG_MAX
     log_cleaner_delete_retention_ms: int = 86400000
     log_cleaner_backoff_ms: int = 15000
+    # The group coordinator (issue 18), KafkaConfig 2.8's keys and defaults.
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = INT_MAX
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600000
     unknown_keys: list[str] = field(default_factory=list)
     # The known keys as given (file and overrides): DescribeConfigs names them STATIC_BROKER_CONFIG.
     given: dict[str, str] = field(default_factory=dict)
@@ -327,6 +335,13 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "log.cleaner.max.compaction.lag.ms": ("log_cleaner_max_compaction_lag_ms", _positive),
     "log.cleaner.delete.retention.ms": ("log_cleaner_delete_retention_ms", _non_negative),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _non_negative),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _int),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _int),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _int),
+    "group.max.size": ("group_max_size", _positive),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", _int),
+    "offsets.retention.minutes": ("offsets_retention_minutes", _positive),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", _positive),
 }
 
 KNOWN_KEYS = frozenset(_PARSERS)

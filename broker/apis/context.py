@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from broker.apis.config_admin import ConfigAdmin
     from broker.config import BrokerConfig
     from broker.controller.controller import Controller
+    from broker.group.coordinator import GroupCoordinator
     from broker.metadata import MetadataCache
     from broker.metrics import Registry
     from broker.replication.replica_manager import ReplicaManager
@@ -70,6 +71,10 @@ class BrokerServices(Protocol):
     # Config resources (Describe/Alter/IncrementalAlterConfigs), written as `minibroker configs` does.
     @property
     def config_admin(self) -> ConfigAdmin: ...
+
+    # The consumer-group coordinator (broker/group): the group APIs' whole view of groups and offsets.
+    @property
+    def group_coordinator(self) -> GroupCoordinator: ...
 
 
 class DispatchHost(BrokerServices, Protocol):
