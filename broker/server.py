@@ -22,6 +22,7 @@ from broker.controlled_shutdown import controlled_shutdown
 from broker.controller.controller import Controller
 from broker.dispatch import Dispatcher
 from broker.group.coordinator import GroupCoordinator, group_config
+from broker.group.offsets_topic import OffsetsTopic
 from broker.health import HEALTH_FILE_ENV, HealthFile
 from broker.metadata import MetadataCache
 from broker.metrics import Registry, serve_metrics
@@ -86,6 +87,8 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.config_admin = ConfigAdmin(self.zk, config, self.metadata)
         self.group_coordinator = GroupCoordinator(self.broker_id, group_config(config))
+        self.group_store = OffsetsTopic(config, self.zk, self.metadata)
+        self.group_coordinator.bind_store(self.group_store)
         self.dispatcher = Dispatcher(self, ALL_APIS)
         # Every named listener is bound; each has its own connection limits (departure: Kafka
         # counts max.connections across listeners).
@@ -195,6 +198,7 @@ class Broker:
             await self.zk.ensure_path(path)
         self._cluster_id = await get_or_create_cluster_id(self.zk)
         log.info("broker.cluster_id", cluster_id=self._cluster_id)
+        await self.group_store.read_partition_count()  # before any FindCoordinator is answered
         for listener in self.listeners:
             await listener.start()
         self.replicas.start()

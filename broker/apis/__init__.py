@@ -15,6 +15,7 @@ from broker.apis import (  # noqa: F401  (imported to register)
     describe_configs,
     describe_groups,
     fetch,
+    find_coordinator,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.controller.controller import Controller
     from broker.group.coordinator import GroupCoordinator
+    from broker.group.store import GroupStore
     from broker.metadata import MetadataCache
     from broker.metrics import Registry
     from broker.replication.replica_manager import ReplicaManager
@@ -75,6 +76,9 @@ class BrokerServices(Protocol):
     # The consumer-group coordinator (broker/group): the group APIs' whole view of groups and offsets.
     @property
     def group_coordinator(self) -> GroupCoordinator: ...
+    # `__consumer_offsets` (FindCoordinator's partition for a group; the coordinator's store).
+    @property
+    def group_store(self) -> GroupStore: ...
 
 
 class DispatchHost(BrokerServices, Protocol):

@@ -25,6 +25,7 @@ from protocol.messages import (
     describe_configs,
     describe_groups,
     fetch,
+    find_coordinator,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
@@ -625,6 +626,27 @@ class OffsetFetchResponse(TypedDict):
     throttle_time_ms: NotRequired[int]
     topics: list[OffsetFetchResponseTopic]
     error_code: NotRequired[int]
+
+
+# ---- FindCoordinator (key 10), versions 0-3 ------------------------------------------------------
+
+
+class FindCoordinatorRequest(TypedDict):
+    """FindCoordinator request, versions 0-3."""
+
+    key: str
+    key_type: NotRequired[int]
+
+
+class FindCoordinatorResponse(TypedDict):
+    """FindCoordinator response, versions 0-3."""
+
+    throttle_time_ms: NotRequired[int]
+    error_code: int
+    error_message: NotRequired[str | None]
+    node_id: int
+    host: str
+    port: int
 
 
 # ---- JoinGroup (key 11), versions 0-7 ------------------------------------------------------------
@@ -1344,6 +1366,8 @@ CONTROLLED_SHUTDOWN: Api[ControlledShutdownRequest, ControlledShutdownResponse] 
     controlled_shutdown.API_KEY, controlled_shutdown.NAME)
 OFFSET_COMMIT: Api[OffsetCommitRequest, OffsetCommitResponse] = Api(offset_commit.API_KEY, offset_commit.NAME)
 OFFSET_FETCH: Api[OffsetFetchRequest, OffsetFetchResponse] = Api(offset_fetch.API_KEY, offset_fetch.NAME)
+FIND_COORDINATOR: Api[FindCoordinatorRequest, FindCoordinatorResponse] = Api(
+    find_coordinator.API_KEY, find_coordinator.NAME)
 JOIN_GROUP: Api[JoinGroupRequest, JoinGroupResponse] = Api(join_group.API_KEY, join_group.NAME)
 HEARTBEAT: Api[HeartbeatRequest, HeartbeatResponse] = Api(heartbeat.API_KEY, heartbeat.NAME)
 LEAVE_GROUP: Api[LeaveGroupRequest, LeaveGroupResponse] = Api(leave_group.API_KEY, leave_group.NAME)
