@@ -21,6 +21,7 @@ from broker.config_apply import ConfigApplier
 from broker.controlled_shutdown import controlled_shutdown
 from broker.controller.controller import Controller
 from broker.dispatch import Dispatcher
+from broker.group.coordinator import GroupCoordinator, group_config
 from broker.group.offsets_topic import OffsetsTopic
 from broker.health import HEALTH_FILE_ENV, HealthFile
 from broker.metadata import MetadataCache
@@ -85,7 +86,9 @@ class Broker:
                            self.metadata_updated)
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.config_admin = ConfigAdmin(self.zk, config, self.metadata)
+        self.group_coordinator = GroupCoordinator(self.broker_id, group_config(config))
         self.group_store = OffsetsTopic(config, self.zk, self.metadata)
+        self.group_coordinator.bind_store(self.group_store)
         self.dispatcher = Dispatcher(self, ALL_APIS)
         # Every named listener is bound; each has its own connection limits (departure: Kafka
         # counts max.connections across listeners).
@@ -200,6 +203,7 @@ class Broker:
             await listener.start()
         self.replicas.start()
         self.log_cleaner.start()
+        self.group_coordinator.start()
         # Configs first, registration second (as Kafka's start-up does): registering makes the
         # controller hand out partitions, and a replica fetcher must not start unthrottled.
         await self.dynamic_config.start()
@@ -249,6 +253,7 @@ class Broker:
                 log.warning("broker.stop_step_timeout", step=name)
         if self._metrics_server is not None:
             self._metrics_server.close()
+        await self.group_coordinator.stop()
         await self.log_cleaner.stop()
         await self.replicas.stop()
         try:

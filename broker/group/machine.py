@@ -157,7 +157,7 @@ class GroupMachine:
                  write: Write, partition_for: Callable[[str], int]) -> None:
         self.broker_id = broker_id
         self.config = config
-        self._now = now_ms
+        self.now_ms = now_ms
         self._timers = timers
         self._write = write
         self.partition_for = partition_for
@@ -191,7 +191,7 @@ class GroupMachine:
     def partition_loaded(self, partition: int, groups: Mapping[str, GroupRecord],
                          offsets: Mapping[str, Mapping[TopicPartition, CommittedOffset]]) -> None:
         """GroupMetadataManager.doLoadGroupsAndOffsets' cache half, then onGroupLoaded."""
-        now = self._now()
+        now = self.now_ms()
         loaded: list[Group] = []
         for group_id in set(groups) | set(offsets):
             if group_id in self.groups:
@@ -224,7 +224,7 @@ class GroupMachine:
 
     def _on_group_unloaded(self, group: Group) -> None:
         previous = group.state
-        group.transition_to(GroupState.DEAD, self._now())
+        group.transition_to(GroupState.DEAD, self.now_ms())
         if previous is GroupState.PREPARING_REBALANCE:
             for member in list(group.members.values()):
                 group.maybe_invoke_join(member, JoinResult(member.member_id, ErrorCode.NOT_COORDINATOR))
@@ -286,7 +286,7 @@ class GroupMachine:
             if not unknown:
                 callback(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
                 return
-            group = self.groups[group_id] = Group(group_id, GroupState.EMPTY, self._now())
+            group = self.groups[group_id] = Group(group_id, GroupState.EMPTY, self.now_ms())
         if not self._accept_joining_member(group, member_id):
             group.remove(member_id)
             callback(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
@@ -444,7 +444,7 @@ class GroupMachine:
             op = _JoinOp(True, delay, max(group.rebalance_timeout_ms - delay, 0))
         else:
             op = _JoinOp(False, group.rebalance_timeout_ms)
-        group.transition_to(GroupState.PREPARING_REBALANCE, self._now())
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.now_ms())
         log.info('group.preparing_rebalance', broker_id=self.broker_id, group=group.group_id,
                  generation=group.generation_id, reason=reason)
         self._watch_join(group, op)
@@ -489,7 +489,7 @@ class GroupMachine:
             log.error('group.no_member_rejoined', broker_id=self.broker_id, group=group.group_id)
             self._watch_join(group, _JoinOp(False, group.rebalance_timeout_ms))
             return
-        group.init_next_generation(self._now())
+        group.init_next_generation(self.now_ms())
         if group.is_(GroupState.EMPTY):
             log.info('group.empty', broker_id=self.broker_id, group=group.group_id, generation=group.generation_id)
 
@@ -561,7 +561,7 @@ class GroupMachine:
                             self._maybe_prepare_rebalance(group, 'error storing the group assignment')
                         else:
                             self._set_and_propagate_assignment(group, full)
-                            group.transition_to(GroupState.STABLE, self._now())
+                            group.transition_to(GroupState.STABLE, self.now_ms())
 
                 self._store_group(group, full, stored)
                 self.completed_rebalances[group.group_id] = self.completed_rebalances.get(group.group_id, 0) + 1
@@ -748,7 +748,7 @@ class GroupMachine:
         if group is None:
             if generation_id < 0:
                 # A group that uses Kafka only to store offsets (a simple consumer).
-                group = self.groups[group_id] = Group(group_id, GroupState.EMPTY, self._now())
+                group = self.groups[group_id] = Group(group_id, GroupState.EMPTY, self.now_ms())
             else:
                 callback(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
                 return
@@ -851,7 +851,7 @@ class GroupMachine:
                 errors[group_id] = ErrorCode.GROUP_ID_NOT_FOUND if self._group_not_exists(group_id) \
                     else ErrorCode.NOT_COORDINATOR
             elif group.is_(GroupState.EMPTY):
-                group.transition_to(GroupState.DEAD, self._now())
+                group.transition_to(GroupState.DEAD, self.now_ms())
                 eligible.append(group)
             else:
                 errors[group_id] = ErrorCode.NON_EMPTY_GROUP
@@ -907,7 +907,7 @@ class GroupMachine:
 
     def cleanup_expired_offsets(self, done: Callable[[int], None] | None = None) -> None:
         """GroupMetadataManager.cleanupGroupMetadata(): every `offsets.retention.check.interval.ms`."""
-        now = self._now()
+        now = self.now_ms()
         retention = self.config.offsets_retention_ms
 
         def finished(removed: int) -> None:
@@ -929,7 +929,7 @@ class GroupMachine:
         for group in groups:
             removed_offsets = selector(group)
             if group.is_(GroupState.EMPTY) and not group.has_offsets():
-                group.transition_to(GroupState.DEAD, self._now())
+                group.transition_to(GroupState.DEAD, self.now_ms())
             tombstone_group: GroupRecord | None | _Keep = KEEP_GROUP
             if group.is_(GroupState.DEAD) and self.groups.get(group.group_id) is group:
                 del self.groups[group.group_id]
