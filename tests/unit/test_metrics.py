@@ -42,6 +42,10 @@ BROKER_FAMILIES = {
     ("log_start_offset", "gauge"),
     ("log_segments", "gauge"),
     ("log_segments_deleted_total", "counter"),
+    ("consumer_group_lag", "gauge"),
+    ("consumer_group_members", "gauge"),
+    ("consumer_group_state", "gauge"),
+    ("group_rebalances_total", "counter"),
 }
 
 
