@@ -87,14 +87,13 @@ class Broker:
                            self.metadata_updated)
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.config_admin = ConfigAdmin(self.zk, config, self.metadata)
-        # `__consumer_offsets`: loads and unloads its partitions' groups as this broker's roles change,
-        # and tells the coordinator (its GroupLoadListener).
         self.group_coordinator = GroupCoordinator(self.broker_id, group_config(config))
+        # `__consumer_offsets`: loads and unloads its partitions' groups as this broker's roles change.
         self.group_store = OffsetsTopic(config, self.zk, self.metadata, self.replicas, self.topic_configs)
-        self.group_coordinator.bind_store(self.group_store)
-        self.group_store.register(self.group_coordinator)
         self.roles.add_listener(self.group_store)
         self.replicas.on_offline(self.group_store.offline)
+        self.group_coordinator.bind_store(self.group_store)
+        self.group_store.register(self.group_coordinator)
         self.dispatcher = Dispatcher(self, ALL_APIS)
         # Every named listener is bound; each has its own connection limits (departure: Kafka
         # counts max.connections across listeners).
@@ -267,6 +266,7 @@ class Broker:
             self._metrics_server.close()
         await self.group_coordinator.stop()
         await self.log_cleaner.stop()
+        await self.group_store.stop()
         await self.replicas.stop()
         try:
             await asyncio.wait_for(self.zk.close(), 10)

@@ -131,17 +131,17 @@ class OffsetsTopic:
     async def write(self, group_id: str, group: GroupRecord | None | _Keep,
                     offsets: Mapping[TopicPartition, CommittedOffset | None]) -> int:
         index = self.partition_for(group_id)
-        part = self.replicas.get(OFFSETS_TOPIC, index)
-        if part is None or part.leader != self.broker_id:
-            return ErrorCode.NOT_LEADER_FOR_PARTITION
         records = records_for(group_id, group, offsets)
-        if not records:
-            return ErrorCode.NONE
         try:
-            now = self.wall_clock()
-            batch = record_batch.build_batch([(now, key, value, ()) for key, value in records],
-                                             codec=self.config.offsets_topic_compression_codec)
             cfg = await self.topic_configs.get(OFFSETS_TOPIC)
+            # No await from this check to the append: leadership cannot change in between.
+            part = self.replicas.get(OFFSETS_TOPIC, index)
+            if part is None or part.leader != self.broker_id:
+                return ErrorCode.NOT_LEADER_FOR_PARTITION
+            if not records:
+                return ErrorCode.NONE
+            batch = record_batch.build_batch([(self.wall_clock(), key, value, ()) for key, value in records],
+                                             codec=self.config.offsets_topic_compression_codec)
             validation = ValidationConfig(
                 max_message_bytes=topic_int(OFFSETS_TOPIC, cfg, "max.message.bytes", self.config.message_max_bytes),
                 compacted=True)
@@ -179,6 +179,14 @@ class OffsetsTopic:
         log.info("offsets_topic.unloaded", broker_id=self.broker_id, partition=index)
         if self._listener is not None:
             self._listener.partition_unloaded(index)
+
+    async def stop(self) -> None:
+        """At shutdown, before the logs close: loads in progress end (the listener is not told)."""
+        tasks = list(self._loading.values())
+        self._loading.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def offline(self, tp: tuple[str, int]) -> None:
         """ReplicaManager.on_offline: the partition's log directory failed."""

@@ -15,11 +15,18 @@ serve` process. A partition led by 0 with replicas [0, 1, 2]:
   its listener loads the partition without what the tombstones removed;
 - the bytes are Kafka's: a real client (confluent-kafka) reads the partition and every key and
   value decodes with Kafka's schemas.
+
+Compaction keeps the topic bounded (issue 18's test): 10,000 commits of one group, over five
+partitions of a topic, through the store of a one-broker cluster (the topic's replication factor
+lowered to 1, segments of 16 KiB); once the cleaner has run, the cleaned segments hold each key
+at most once and their bytes shrink to less than one segment, and a reload gives exactly the
+latest offsets.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -46,6 +53,7 @@ from protocol.group_metadata import (
     decode_key,
     decode_offset_value,
 )
+from protocol.records.records import decode_records
 from tests.support.brokers import BrokerProcess
 from tests.support.cluster import FAST
 from tests.support.ports import free_port
@@ -77,9 +85,11 @@ class Recorder:
         self.loaded.pop(partition, None)
 
 
-def in_process_broker(workdir: Path, broker_id: int, zk_connect: str) -> tuple[Broker, Recorder]:
+def in_process_broker(workdir: Path, broker_id: int, zk_connect: str,
+                      **overrides: str) -> tuple[Broker, Recorder]:
     config = build_config({"broker.id": str(broker_id), "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
-                           "log.dirs": str(workdir / f"logs-{broker_id}"), "zookeeper.connect": zk_connect, **FAST})
+                           "log.dirs": str(workdir / f"logs-{broker_id}"), "zookeeper.connect": zk_connect, **FAST,
+                           **overrides})
     broker = Broker(config)
     recorder = Recorder()
     broker.group_store.register(recorder)
@@ -204,3 +214,56 @@ async def test_store_round_trip_across_leader_changes(tmp_path: Path, zk_server:
         for b in running:
             await b.stop(controlled=False)
         await asyncio.to_thread(p2.kill)
+
+
+async def find_coordinator_once(broker: Broker) -> bool:
+    conn = await connect(bootstrap(broker))
+    try:
+        resp = await conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": "any", "key_type": 0})
+    finally:
+        await conn.close()
+    return resp["error_code"] == ErrorCode.NONE
+
+
+async def test_compaction_keeps_the_topic_bounded(tmp_path: Path, zk_server: ZooKeeperServer) -> None:
+    settings = {"offsets.topic.num.partitions": "1", "offsets.topic.segment.bytes": "16384",
+                "log.cleaner.backoff.ms": "200"}
+    broker, recorder = in_process_broker(tmp_path, 0, zk_server.connect_string, **settings)
+    try:
+        await broker.start()
+        await wait_for("a coordinator", lambda: find_coordinator_once(broker), timeout=60, interval=0.3)
+        await wait_for("partition 0 loaded", lambda: 0 in recorder.loaded, timeout=30)
+        store = broker.group_store
+        assert await store.write("g", GROUP, {}) == 0
+        for i in range(10_000):
+            assert await store.write("g", KEEP_GROUP, {("orders", i % 5): committed(i)}) == 0
+        latest = {("orders", p): committed(9_995 + p) for p in range(5)}
+        part = broker.replicas.get(OFFSETS_TOPIC, 0)
+        assert part is not None and part.log_end_offset == 10_001
+
+        def cleaned_keys() -> Counter[bytes] | None:
+            files = sorted(part.log.directory.glob("*.log"))
+            if len(files) < 2:
+                return None
+            keys: Counter[bytes] = Counter()
+            for f in files[:-1]:  # the active segment is never cleaned
+                for r in decode_records(f.read_bytes()):
+                    assert r.key is not None
+                    keys[r.key] += 1
+            return keys if keys and max(keys.values()) == 1 else None
+        keys = await wait_for("cleaned segments holding each key once", cleaned_keys, timeout=120, interval=0.5)
+        assert len(keys) <= 6  # the group and its five offsets
+        # 10,000 records took ~1 MiB in ~70 segments; cleaned, those hold a few hundred bytes (each
+        # empty segment stays until a later pass merges it, as in Kafka: groups are sized before cleaning).
+        cleaned_bytes = sum(f.stat().st_size for f in sorted(part.log.directory.glob("*.log"))[:-1])
+        assert cleaned_bytes < 16384
+
+        # What is left loads as the latest state (the store told to resign and lead again, as
+        # a leader change would).
+        store.resigned(OFFSETS_TOPIC, 0)
+        assert 0 not in recorder.loaded
+        store.became_leader(OFFSETS_TOPIC, 0, part.leader_epoch)
+        await wait_for("reloaded", lambda: recorder.loaded.get(0), timeout=30)
+        assert recorder.loaded[0] == ({"g": GROUP}, {"g": latest})
+    finally:
+        await broker.stop(controlled=False)

@@ -31,6 +31,7 @@ from broker.replication.replica_manager import ReplicaManager
 from broker.zk.client import ZkClient
 from broker.zk.topic_configs import TopicConfigs
 from protocol.errors import ErrorCode
+from protocol.layouts import RECORD_BATCH_CRC_FROM
 from protocol.records.records import decode_records
 
 ME = 1
@@ -83,8 +84,9 @@ async def loaded(recorder: Recorder, index: int) -> None:
     raise AssertionError(f"partition {index} never loaded: {recorder.events}")
 
 
-async def test_write_then_load_replays_what_was_written(tmp_path: Path) -> None:
-    store, replicas, _ = make(tmp_path)
+@pytest.mark.parametrize("codec", [0, 1, 4])  # offsets.topic.compression.codec: none, gzip, zstd
+async def test_write_then_load_replays_what_was_written(tmp_path: Path, codec: int) -> None:
+    store, replicas, _ = make(tmp_path, offsets_topic_compression_codec=codec)
     index = store.partition_for("g")
     assert index == partition_for("g", 4)
     lead(replicas, index)
@@ -92,8 +94,10 @@ async def test_write_then_load_replays_what_was_written(tmp_path: Path) -> None:
     assert await store.write("g", KEEP_GROUP, {("t", 0): committed(3), ("t", 1): None}) == ErrorCode.NONE
     part = replicas.get(OFFSETS_TOPIC, index)
     assert part is not None and part.high_watermark == part.log_end_offset == 5
-    # Kafka's layout: keys required, one batch per write, CreateTime of the write.
-    batch = decode_records(part.log.read(0, 1 << 20).read_bytes())
+    # Kafka's layout: keys required, one batch per write, CreateTime of the write, the codec asked for.
+    data = part.log.read(0, 1 << 20).read_bytes()
+    assert data[RECORD_BATCH_CRC_FROM + 1] & 0x07 == codec
+    batch = decode_records(data)
     assert all(r.key is not None for r in batch) and {r.timestamp for r in batch} == {1_700_000_000_000}
 
     # Another store (the next leader's) over the same log loads it.
@@ -104,6 +108,21 @@ async def test_write_then_load_replays_what_was_written(tmp_path: Path) -> None:
     assert recorder.events == [("loading", index), ("loaded", index)]
     assert recorder.loaded[index] == ({"g": GROUP}, {"g": {("t", 0): committed(3)}})
     assert again.is_loaded(index)
+    await again.stop()
+
+
+async def test_stop_ends_loads_in_progress(tmp_path: Path) -> None:
+    store, replicas, _ = make(tmp_path)
+    index = store.partition_for("g")
+    lead(replicas, index)
+    for i in range(300):
+        await store.write("g", KEEP_GROUP, {("t", 0): committed(i)})
+    again, _, recorder = make(tmp_path, offsets_load_buffer_size=512)
+    lead(again.replicas, index)
+    again.became_leader(OFFSETS_TOPIC, index, 0)
+    await again.stop()
+    assert not again.is_loading(index) and not again.is_loaded(index)
+    assert recorder.events == [("loading", index)]
 
 
 async def test_write_where_this_broker_does_not_lead(tmp_path: Path) -> None:
