@@ -274,3 +274,34 @@ async def test_lag_series_only_for_partitions_with_a_replica_on_the_coordinator(
     # The tool asks each leader, so it shows all three.
     rows, _ = describe(cluster.bootstrap, "solo-g")
     assert sorted((r[2], r[3], r[4], r[5]) for r in rows) == [(str(p), "4", str(10 + p), str(6 + p)) for p in range(3)]
+
+
+async def test_describe_decodes_kafka_pythons_assignment_and_commits(group_cluster: Cluster) -> None:
+    # kafka-python writes the consumer protocol's bytes with its own (Python) code, not librdkafka's.
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpPartition
+    from kafka.structs import OffsetAndMetadata
+
+    cluster = group_cluster
+    await cluster.create_topic(TOPIC, 3, 3)
+    produce_messages(cluster.bootstrap, TOPIC, [(None, b"x", p) for p, n in ENDS.items() for _ in range(n)])
+
+    def join_and_commit() -> KafkaConsumer:
+        kc = KafkaConsumer(TOPIC, bootstrap_servers=cluster.bootstrap, group_id="kp", client_id="kp-client",
+                           enable_auto_commit=False, auto_offset_reset="earliest")
+        deadline = time.monotonic() + 60
+        while len(kc.assignment()) < 3:
+            assert time.monotonic() < deadline, kc.assignment()
+            kc.poll(timeout_ms=500)
+        kc.commit({KpPartition(TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in COMMITTED.items()})
+        return kc
+
+    kc = await asyncio.to_thread(join_and_commit)
+    try:
+        rows, _ = describe(cluster.bootstrap, "kp")
+        assert len({r[6] for r in rows}) == 1 and rows[0][6].startswith("kp-client-")
+        assert sorted(r[:6] + r[7:] for r in rows) == sorted(
+            ["kp", TOPIC, str(p), str(COMMITTED[p]), str(ENDS[p]), str(ENDS[p] - COMMITTED[p]), "/127.0.0.1",
+             "kp-client"] for p in ENDS)
+    finally:
+        await asyncio.to_thread(kc.close)
