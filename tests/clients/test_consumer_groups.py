@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from broker.group.offsets_topic import OffsetsTopic
 from broker.zk.server import ZooKeeperServer
 from protocol.api_keys import ApiKey
 from tests.support.brokers import BrokerProcess, start_together
@@ -29,12 +28,7 @@ from tests.support.cluster import FAST, Cluster
 from tests.support.groups import committed, coordinator, describe, exactly_once, produce_numbered
 from tests.support.wire import connect
 
-# The coordinator owns a group only once `__consumer_offsets`' store has loaded its partition;
-# until branch offsets-topic's OffsetsTopic writes and loads, every group is NOT_COORDINATOR.
-_STORE_READY = hasattr(OffsetsTopic, "write")
-pytestmark = [pytest.mark.clients,
-              pytest.mark.skipif(not _STORE_READY, reason="waits for the durable __consumer_offsets store "
-                                 "(OffsetsTopic.write and partition loading, branch offsets-topic)")]
+pytestmark = pytest.mark.clients
 
 PARTITIONS = 6
 OVERRIDES = {"offsets.topic.num.partitions": "10", "offsets.topic.replication.factor": "3"}
@@ -389,7 +383,7 @@ async def test_killing_the_coordinator_moves_the_group_with_its_committed_offset
         with lock:
             kill_at.append(dict(acknowledged))
         group_cluster.by_id(node).kill()  # SIGKILL: no controlled shutdown, no goodbye
-        new_node = await group_cluster.wait_for(
+        (new_node,) = await group_cluster.wait_for(
             "a new coordinator", lambda: _other_coordinator(group_cluster, group, node), timeout=60, interval=0.5)
         assert new_node != node
         await asyncio.to_thread(_run_until, "the rest of the stream",
@@ -413,10 +407,11 @@ async def test_killing_the_coordinator_moves_the_group_with_its_committed_offset
     await _assert_committed_to_the_end(group_cluster, group, topic, ends)
 
 
-async def _other_coordinator(cluster: Cluster, group: str, dead: int) -> int | None:
+async def _other_coordinator(cluster: Cluster, group: str, dead: int) -> tuple[int] | None:
+    """(node id,) of the group's coordinator once it is another broker (a tuple: node 0 is falsy)."""
     try:
         node, _, _ = await coordinator(cluster, group)
     except (AssertionError, ConnectionError, OSError):
         return None
-    return node if node != dead else None
+    return (node,) if node != dead else None
 
