@@ -277,6 +277,12 @@ class GroupMachine:
         if error is not None:
             callback(JoinResult(member_id, error))
             return
+        # A protocol named twice counts once (its first metadata): counted twice it would be a
+        # protocol no group of one member could agree on, and the vote would find none.
+        first: dict[str, bytes] = {}
+        for name, meta in protocols:
+            first.setdefault(name, meta)
+        protocols = list(first.items())
         if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
             callback(JoinResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
             return
@@ -977,6 +983,11 @@ def _group_record(group: Group, assignment: Mapping[str, bytes]) -> GroupRecord:
 
 def _group_from_record(group_id: str, record: GroupRecord, now_ms: int) -> Group:
     """GroupMetadata.loadGroup: Empty without members, else Stable with the stored assignment."""
+    if record.members and record.protocol is None:
+        # Members without a protocol cannot be a Stable group (Kafka fails such a load): keep the
+        # generation and let the members rejoin.
+        log.warning('group.loaded_members_without_protocol', group=group_id, generation=record.generation)
+        record = GroupRecord(record.protocol_type, record.generation, None, None, record.current_state_timestamp_ms, ())
     group = Group(group_id, GroupState.STABLE if record.members else GroupState.EMPTY, now_ms)
     group.generation_id = record.generation
     group.protocol_type = record.protocol_type or None

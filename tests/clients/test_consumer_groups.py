@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +22,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from broker.group.offsets_topic import OffsetsTopic
 from broker.zk.server import ZooKeeperServer
 from protocol.api_keys import ApiKey
 from tests.support.brokers import BrokerProcess, start_together
@@ -29,12 +29,9 @@ from tests.support.cluster import FAST, Cluster
 from tests.support.groups import committed, coordinator, describe, exactly_once, produce_numbered
 from tests.support.wire import connect
 
-# The coordinator owns a group only once `__consumer_offsets`' store has loaded its partition;
-# until branch offsets-topic's OffsetsTopic writes and loads, every group is NOT_COORDINATOR.
-_STORE_READY = hasattr(OffsetsTopic, "write")
-pytestmark = [pytest.mark.clients,
-              pytest.mark.skipif(not _STORE_READY, reason="waits for the durable __consumer_offsets store "
-                                 "(OffsetsTopic.write and partition loading, branch offsets-topic)")]
+pytestmark = pytest.mark.clients
+
+ROOT = Path(__file__).resolve().parents[2]
 
 PARTITIONS = 6
 OVERRIDES = {"offsets.topic.num.partitions": "10", "offsets.topic.replication.factor": "3"}
@@ -342,6 +339,84 @@ async def test_a_static_member_restarting_within_its_session_gets_its_partitions
         b.close()
 
 
+# ---- three members joining one by one, one killed ------------------------------------------------
+
+
+def _member_log(path: Path) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """A group_member's reads (partition, offset, value) and confirmed commits (partition, next offset), in order;
+    a line cut short by a kill is ignored."""
+    reads, commits = [], []
+    for line in path.read_text().split("\n"):
+        parts = line.split(" ")
+        if parts[0] == "R" and len(parts) == 4:
+            reads.append((int(parts[1]), int(parts[2]), int(parts[3])))
+        elif parts[0] == "C" and len(parts) == 3:
+            commits.append((int(parts[1]), int(parts[2])))
+    return reads, commits
+
+
+def _uncommitted(path: Path) -> set[tuple[int, int]]:
+    """The (partition, offset) reads of one member that no later commit of its own covers."""
+    covered: dict[int, int] = {}
+    pending: list[tuple[int, int]] = []
+    for line in path.read_text().split("\n"):
+        parts = line.split(" ")
+        if parts[0] == "R" and len(parts) == 4:
+            pending.append((int(parts[1]), int(parts[2])))
+        elif parts[0] == "C" and len(parts) == 3:
+            covered[int(parts[1])] = max(covered.get(int(parts[1]), 0), int(parts[2]))
+    return {(p, o) for p, o in pending if o >= covered.get(p, 0)}
+
+
+async def test_three_members_join_one_by_one_and_a_killed_one_loses_only_its_uncommitted_tail(
+        group_cluster: Cluster, tmp_path: Path) -> None:
+    topic, group, count = "grp-kill", "g-kill", 12_000
+    ends = await _topic(group_cluster, topic, count)
+    logs = [tmp_path / f"member-{i}.out" for i in range(3)]
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(i: int) -> None:
+        procs.append(subprocess.Popen([sys.executable, "-m", "tests.support.group_member", group_cluster.bootstrap,
+                                       topic, group, "0.05"], cwd=ROOT, stdout=open(logs[i], "wb"),
+                                      stderr=subprocess.DEVNULL))
+
+    def reads(i: int) -> int:
+        return len(_member_log(logs[i])[0]) if logs[i].exists() else 0
+    try:
+        for i in range(3):  # each joins once the one before is consuming: a rebalance per join
+            start(i)
+            await asyncio.to_thread(_run_until, f"member {i} consuming", lambda i=i: reads(i) > 0, 60)
+        killed = procs[1]
+        killed.kill()  # SIGKILL: no commit, no LeaveGroup; the coordinator notices after session.timeout.ms
+        killed.wait(10)
+        assert reads(0) + reads(1) + reads(2) < count, "the stream ended before the kill"
+
+        def everything_read() -> bool:
+            return len({v for log in logs for _, _, v in _member_log(log)[0]}) >= count
+        await asyncio.to_thread(_run_until, "every message read by the survivors", everything_read, 180)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(30)
+    all_reads = [r for log in logs for r in _member_log(log)[0]]
+    missing, duplicated = exactly_once([v for _, _, v in all_reads], count)
+    assert missing == []
+    # Every value read twice was first read without a commit covering it (the killed member's
+    # tail, or a batch whose commit a rebalance refused); never one a confirmed commit had passed.
+    uncommitted = set().union(*(_uncommitted(log) for log in logs))
+    position = {v: (p, o) for p, o, v in all_reads}
+    assert all(position[v] in uncommitted for v in duplicated), [position[v] for v in duplicated
+                                                                   if position[v] not in uncommitted]
+    assert len(duplicated) <= len(uncommitted)
+    killed_tail = _uncommitted(logs[1])
+    print(f"kill -9: {len(duplicated)} duplicates, killed member's uncommitted tail {len(killed_tail)}")
+    survivors = {p for p, _, _ in _member_log(logs[0])[0] + _member_log(logs[2])[0]}
+    assert survivors == set(range(PARTITIONS))  # the killed member's partitions moved to the others
+    await _assert_committed_to_the_end(group_cluster, group, topic, ends)
+
+
 # ---- coordinator failover -----------------------------------------------------------------------
 
 
@@ -389,7 +464,7 @@ async def test_killing_the_coordinator_moves_the_group_with_its_committed_offset
         with lock:
             kill_at.append(dict(acknowledged))
         group_cluster.by_id(node).kill()  # SIGKILL: no controlled shutdown, no goodbye
-        new_node = await group_cluster.wait_for(
+        (new_node,) = await group_cluster.wait_for(
             "a new coordinator", lambda: _other_coordinator(group_cluster, group, node), timeout=60, interval=0.5)
         assert new_node != node
         await asyncio.to_thread(_run_until, "the rest of the stream",
@@ -413,10 +488,10 @@ async def test_killing_the_coordinator_moves_the_group_with_its_committed_offset
     await _assert_committed_to_the_end(group_cluster, group, topic, ends)
 
 
-async def _other_coordinator(cluster: Cluster, group: str, dead: int) -> int | None:
+async def _other_coordinator(cluster: Cluster, group: str, dead: int) -> tuple[int] | None:
+    """(node id,) of the group's coordinator once it is another broker (a tuple: node 0 is falsy)."""
     try:
         node, _, _ = await coordinator(cluster, group)
     except (AssertionError, ConnectionError, OSError):
         return None
-    return node if node != dead else None
-
+    return (node,) if node != dead else None

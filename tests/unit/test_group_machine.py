@@ -258,6 +258,23 @@ def test_unknown_member_id_on_a_missing_group() -> None:
     assert h.sync('nobody', 1)[0].error == E.UNKNOWN_MEMBER_ID
 
 
+def test_a_protocol_named_twice_counts_once() -> None:
+    h = Harness()
+    a = h.join(protocols=[('range', SUB), ('range', b'other'), ('roundrobin', SUB)])
+    h.timers.advance(3000)
+    assert a[0].error == E.NONE and a[0].protocol_name == 'range' and a[0].members[0][2] == SUB
+
+
+def test_a_stored_group_with_members_but_no_protocol_loads_empty() -> None:
+    h = Harness(owned=False)
+    partition = hash(GROUP) % PARTITIONS
+    member = MemberRecord('m-1', None, 'c', '/h', REBALANCE, SESSION, SUB, ASSIGN_A)
+    h.machine.partition_loading(partition)
+    h.machine.partition_loaded(partition, {GROUP: GroupRecord('consumer', 3, None, 'm-1', 5, (member,))}, {})
+    assert h.state() is GroupState.EMPTY and h.machine.groups[GROUP].generation_id == 3
+    assert h.machine.handle_describe_group(GROUP)[1]['members'] == []
+
+
 def test_group_max_size() -> None:
     h = Harness(GroupConfig(max_size=1))
     h.join()
