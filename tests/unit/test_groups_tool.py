@@ -48,6 +48,9 @@ class FakeAdmin:
         self.commits.append(dict(offsets))
         return {tp: 0 for tp in offsets}
 
+    async def delete_group(self, group: str) -> int:
+        return {"busy": 68, "ghost": 69}.get(group, 0)
+
 
 def parse(*argv: str) -> argparse.Namespace:
     args = build_parser().parse_args(["groups", "--bootstrap-server", "h:1", *argv])
@@ -148,3 +151,27 @@ def test_reset_spec_needs_exactly_one_mode() -> None:
         groups_tool.reset_spec(parse("--reset-offsets", "--to-earliest", "--to-latest"))
     with pytest.raises(groups_tool.PlanError):
         groups_tool.reset_spec(parse("--reset-offsets"))
+
+
+def test_reset_of_an_unknown_topic_commits_nothing() -> None:
+    admin = FakeAdmin("Empty")
+    output, out, err = outputs()
+    args = parse("--reset-offsets", "--group", "g", "--topic", "nosuch", "--to-earliest", "--execute")
+    with pytest.raises(groups_tool.AdminError, match="topic 'nosuch': UNKNOWN_TOPIC_OR_PARTITION"):
+        asyncio.run(groups_tool.reset_offsets(admin, args, output))  # type: ignore[arg-type]
+    assert admin.commits == []
+
+
+def test_delete_reports_each_group_as_kafkas_tool_does() -> None:
+    output, out, _ = outputs()
+    assert asyncio.run(groups_tool.delete_groups(FakeAdmin(), ["a", "b"], output)) == 0  # type: ignore[arg-type]
+    assert out.getvalue() == "Deletion of requested consumer groups ('a', 'b') was successful.\n"
+    output, out, err = outputs()
+    assert asyncio.run(groups_tool.delete_groups(FakeAdmin(), ["busy", "a", "ghost"], output)) == 1  # type: ignore[arg-type]
+    assert "Error: Deletion of some consumer groups failed:" in err.getvalue()
+    assert out.getvalue().splitlines() == [
+        "* Group 'busy' could not be deleted due to: NON_EMPTY_GROUP: The group is not empty.",
+        "* Group 'ghost' could not be deleted due to: GROUP_ID_NOT_FOUND: The group id does not exist.",
+        "",
+        "These consumer groups were deleted successfully: 'a'",
+    ]
