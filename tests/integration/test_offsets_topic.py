@@ -9,11 +9,13 @@
   cleanup.policy=compact and segment.bytes from offsets.topic.segment.bytes in its config znode;
   Metadata flags it is_internal.
 - A Metadata request naming it creates it only as the internal topic; ordinary produce to it is
-  INVALID_TOPIC_EXCEPTION and DeleteTopics of it too; nothing is appended or deleted.
+  INVALID_TOPIC_EXCEPTION and DeleteTopics of it too; nothing is appended or deleted (produce
+  with Kafka's admin client id `__admin_client` is appended, as in Kafka).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -149,6 +151,39 @@ async def test_metadata_creates_it_only_as_the_internal_topic(cluster: Cluster) 
     assert json.loads(data)["config"]["cleanup.policy"] == "compact"
 
 
+async def test_real_clients_see_it_internal(cluster: Cluster) -> None:
+    """A monitoring tool's path (issue 18): confluent-kafka asks for the topic's metadata by name,
+    which creates it, as the internal topic; confluent-kafka's admin describes it internal and
+    kafka-python's consumer leaves it out of its topic list, by the flag."""
+    from confluent_kafka import Producer, TopicCollection
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaConsumer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+
+    async def partitions() -> int | None:
+        md = await asyncio.to_thread(producer.list_topics, OFFSETS_TOPIC, 10)
+        topic = md.topics[OFFSETS_TOPIC]
+        return len(topic.partitions) if topic.error is None and topic.partitions else None
+    assert await wait_for("confluent-kafka sees its partitions", partitions, timeout=60, interval=0.5) == PARTITIONS
+    data, _ = await cluster.zk.get(f"/config/topics/{OFFSETS_TOPIC}")
+    assert json.loads(data)["config"]["cleanup.policy"] == "compact"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.describe_topics(TopicCollection([OFFSETS_TOPIC]), request_timeout=20)
+    description = await asyncio.to_thread(futures[OFFSETS_TOPIC].result, 30)
+    assert description.is_internal is True
+    assert len(description.partitions) == PARTITIONS
+    # kafka-python's consumer lists every topic but those Metadata flags is_internal.
+    await cluster.create_topic("plain")
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap)
+    try:
+        topics = await asyncio.to_thread(consumer.topics)
+    finally:
+        await asyncio.to_thread(consumer.close)
+    assert "plain" in topics
+    assert OFFSETS_TOPIC not in topics
+
+
 async def test_produce_and_delete_refused(cluster: Cluster) -> None:
     await coordinator_of(cluster, "g")  # created, with leaders
     state = await cluster.state(OFFSETS_TOPIC, 0)
@@ -166,9 +201,28 @@ async def test_produce_and_delete_refused(cluster: Cluster) -> None:
         await conn.close()
     assert await cluster.zk.exists(f"/brokers/topics/{OFFSETS_TOPIC}")
     assert not await cluster.zk.exists(f"/admin/delete_topics/{OFFSETS_TOPIC}")
+    # As in Kafka 2.8, the admin client id (AdminUtils.AdminClientId) may append to it.
+    admin = await connect(leader, client_id="__admin_client")
+    try:
+        resp = await produce(admin, OFFSETS_TOPIC, 0, [(b"k", b"v")], acks=-1)
+        assert (resp["error_code"], resp["base_offset"]) == (ErrorCode.NONE, 0)
+    finally:
+        await admin.close()
     out = cluster.topics("--delete", "--topic", OFFSETS_TOPIC, check=False)
     assert out.returncode != 0
     assert "internal topic" in out.stdout + out.stderr
+
+
+async def test_an_existing_topic_keeps_its_partition_count(cluster: Cluster) -> None:
+    """Created by someone else first (as an earlier release's Metadata auto-creation did, or
+    CreateTopics, which Kafka 2.8 allows for it): its partition count decides, as in Kafka."""
+    await cluster.create_topic(OFFSETS_TOPIC, partitions=3, rf=2)
+    for group in ("a", "b", "c", "group-d"):
+        resp = await coordinator_of(cluster, group)
+        state = await cluster.state(OFFSETS_TOPIC, partition_for(group, 3))
+        assert resp["node_id"] == state["leader"]
+    data, _ = await cluster.zk.get(f"/brokers/topics/{OFFSETS_TOPIC}")
+    assert len(json.loads(data)["partitions"]) == 3
 
 
 async def test_replication_factor_lowered_to_live_brokers(broker_factory, zk_server) -> None:  # noqa: ANN001
