@@ -91,7 +91,7 @@ def require_legal_existing_name(name: str) -> None:
 
 def refuse_internal_deletion(name: str) -> None:
     """Internal topics are not deleted. Departure: Kafka 2.8's broker deletes them (only
-    kafka-topics.sh refuses); issue 18 asks for the protection. INVALID_TOPIC_EXCEPTION is Kafka's
+    kafka-topics.sh --zookeeper refuses); issue 18 asks for the protection. INVALID_TOPIC_EXCEPTION is Kafka's
     answer to the other operations it refuses on internal topics (produce, DeleteRecords)."""
     if is_internal(name):
         raise AdminError(ErrorCode.INVALID_TOPIC_EXCEPTION,

@@ -9,7 +9,8 @@ answered UNKNOWN_TOPIC_ID with a null name, as Kafka 2.8 answers an id it does n
 name without an id is UNKNOWN_TOPIC_OR_PARTITION; a topic given both a name and a non-zero id
 fails the whole request with INVALID_REQUEST on every topic, as Kafka's handler does.
 An internal topic (`__consumer_offsets`) is refused with INVALID_TOPIC_EXCEPTION. Departure:
-Kafka 2.8's broker deletes it (only kafka-topics.sh refuses); issue 18 asks for the protection.
+Kafka 2.8's broker deletes it (only kafka-topics.sh --zookeeper refuses); issue 18 asks for the
+protection.
 KIP-599: a topic to delete takes its partition count from the client's mutation quota
 (broker.apis.mutation_quota; strict from v5, permissive before).
 """

@@ -197,7 +197,7 @@ class GroupMachine:
             if group_id in self.groups:
                 continue  # a group cached meanwhile wins (Kafka's addGroup)
             record = groups.get(group_id)
-            group = _group_from_record(group_id, record, now) if record is not None else Group(
+            group = _group_from_record(self.broker_id, group_id, record, now) if record is not None else Group(
                 group_id, GroupState.EMPTY, now)
             group.initialize_offsets(offsets.get(group_id, {}))
             self.groups[group_id] = group
@@ -981,12 +981,12 @@ def _group_record(group: Group, assignment: Mapping[str, bytes]) -> GroupRecord:
                        members)
 
 
-def _group_from_record(group_id: str, record: GroupRecord, now_ms: int) -> Group:
+def _group_from_record(broker_id: int, group_id: str, record: GroupRecord, now_ms: int) -> Group:
     """GroupMetadata.loadGroup: Empty without members, else Stable with the stored assignment."""
     if record.members and record.protocol is None:
         # Members without a protocol cannot be a Stable group (Kafka fails such a load): keep the
         # generation and let the members rejoin.
-        log.warning('group.loaded_members_without_protocol', group=group_id, generation=record.generation)
+        log.warning('group.loaded_members_without_protocol', broker_id=broker_id, group=group_id, generation=record.generation)
         record = GroupRecord(record.protocol_type, record.generation, None, None, record.current_state_timestamp_ms, ())
     group = Group(group_id, GroupState.STABLE if record.members else GroupState.EMPTY, now_ms)
     group.generation_id = record.generation

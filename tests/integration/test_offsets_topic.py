@@ -213,6 +213,18 @@ async def test_produce_and_delete_refused(cluster: Cluster) -> None:
     assert "internal topic" in out.stdout + out.stderr
 
 
+async def test_an_existing_topic_keeps_its_partition_count(cluster: Cluster) -> None:
+    """Created by someone else first (as an earlier release's Metadata auto-creation did, or
+    CreateTopics, which Kafka 2.8 allows for it): its partition count decides, as in Kafka."""
+    await cluster.create_topic(OFFSETS_TOPIC, partitions=3, rf=2)
+    for group in ("a", "b", "c", "group-d"):
+        resp = await coordinator_of(cluster, group)
+        state = await cluster.state(OFFSETS_TOPIC, partition_for(group, 3))
+        assert resp["node_id"] == state["leader"]
+    data, _ = await cluster.zk.get(f"/brokers/topics/{OFFSETS_TOPIC}")
+    assert len(json.loads(data)["partitions"]) == 3
+
+
 async def test_replication_factor_lowered_to_live_brokers(broker_factory, zk_server) -> None:  # noqa: ANN001
     brokers = [broker_factory(i) for i in range(2)]
 
