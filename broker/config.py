@@ -211,6 +211,14 @@ class BrokerConfig:
     log_cleaner_max_compaction_lag_ms: int = LONG_MAX
     log_cleaner_delete_retention_ms: int = 86400000
     log_cleaner_backoff_ms: int = 15000
+    # The group coordinator (issue 18), KafkaConfig 2.8's keys and defaults.
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = INT_MAX
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600000
     # `__consumer_offsets` (issue 18), KafkaConfig 2.8's keys and defaults. The replication factor
     # is lowered to the live brokers' count with a warning when there are fewer (issue 18; Kafka
     # 2.8 refuses to create the topic instead).
@@ -340,6 +348,13 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "log.cleaner.max.compaction.lag.ms": ("log_cleaner_max_compaction_lag_ms", _positive),
     "log.cleaner.delete.retention.ms": ("log_cleaner_delete_retention_ms", _non_negative),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _non_negative),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _int),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _int),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _int),
+    "group.max.size": ("group_max_size", _positive),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", _int),
+    "offsets.retention.minutes": ("offsets_retention_minutes", _positive),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", _positive),
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _positive),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", lambda k, v: _int(k, v, 1, SHORT_MAX)),
     "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", _positive),
