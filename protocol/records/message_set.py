@@ -76,6 +76,9 @@ class Record:
     timestamp: int
     key: bytes | None
     value: bytes | None
+    # RecordBatch v2 headers (key, value), filled only when asked for (decode_records(with_headers=True));
+    # magic 0/1 messages have none.
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 def scan_entries(buf: bytes | bytearray | memoryview, start: int = 0) -> Iterator[tuple[int, int, int]]:

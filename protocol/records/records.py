@@ -125,19 +125,24 @@ def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
     return pos, last
 
 
-def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
+def decode_records(data: bytes | bytearray | memoryview, with_headers: bool = False) -> list[Record]:
     """Every record of a set in any format (magic 0/1 entries and magic 2 batches, even mixed),
-    compressed wrappers flattened to absolute offsets; a cut-off tail is ignored."""
+    compressed wrappers flattened to absolute offsets; a cut-off tail is ignored. With
+    `with_headers`, records of v2 batches carry their headers."""
     buf = memoryview(data)
     out: list[Record] = []
     pos = 0
     while pos + LOG_OVERHEAD <= len(buf):
         if magic_at(buf, pos) == RECORD_BATCH_MAGIC:
-            batch = record_batch.parse_batch(buf, pos, strict=False)
+            headers: list[record_batch.Headers] | None = [] if with_headers else None
+            batch = record_batch.parse_batch(buf, pos, strict=False, headers_out=headers)
             if batch is None:
                 break
             records, pos = batch
-            out.extend(Record(o, t, k, v) for o, t, k, v in records)
+            if headers:
+                out.extend(Record(o, t, k, v, h) for (o, t, k, v), h in zip(records, headers, strict=True))
+            else:
+                out.extend(Record(o, t, k, v) for o, t, k, v in records)
             continue
         entry = message_set.decode_entry(buf, pos)
         if entry is None:
