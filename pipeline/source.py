@@ -352,7 +352,8 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if missing:
             with BrokerSession(self.options.settings) as session:
                 begin.update(_list(session, missing, EARLIEST))
-        if min_rows is not None and self._delay(min_rows, begin, latest):
+        # availableNow must reach its target, so it is never held back (Spark's ReadMinRows caveat).
+        if min_rows is not None and self._target is None and self._delay(min_rows, begin, latest):
             return start
         if max_rows is None:
             return _as_doc(latest)
