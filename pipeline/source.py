@@ -393,7 +393,9 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             earliest = _list(session, present, EARLIEST)
         deleted = set(begin) - set(stop)
         if deleted:
-            self._data_loss(f"Partitions {_names(deleted)} have been deleted")
+            reached = ", ".join(f"{t}-{p} from offset {begin[(t, p)]}" for t, p in sorted(deleted))
+            self._data_loss(f"Partitions {_names(deleted)} have been deleted: records not yet read are lost "
+                            f"({reached} on)")
         vanished = set(stop) - present
         if vanished:
             self._data_loss(f"Cannot find earliest offsets of {_names(vanished)}; they may have been deleted")

@@ -271,3 +271,44 @@ def test_fail_on_data_loss_after_retention_deletes_unread_records(spark, broker,
     assert sorted(r["offset"] for r in got) == list(range(20)) + list(range(start, 80))
     assert {(r["topic"], r["partition"], r["offset"], bytes(r["value"])) for r in got} == (
         first | {r for r in rest if r[2] >= start})
+
+
+def test_fail_on_data_loss_when_a_subscribed_topic_is_deleted(spark, broker, tmp_path: Path) -> None:  # noqa: ANN001
+    """A stream over two topics stops; one topic is deleted. Restarted, it fails naming the
+    deleted partitions and where it had got to; with failOnDataLoss=false it reads on."""
+    from confluent_kafka.admin import AdminClient
+
+    asyncio.run(create_topic(broker, "gone-a", 2))
+    asyncio.run(create_topic(broker, "stay-b", 1))
+    first = produced_rows(broker, "gone-a", {0: 5, 1: 3}) | produced_rows(broker, "stay-b", {0: 4})
+    sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "cp")
+
+    def run(**options: str):  # noqa: ANN202
+        r = (spark.readStream.format("minibroker").option("bootstrap.servers", broker.bootstrap)
+             .option("subscribe", "gone-a,stay-b").option("startingOffsets", "earliest"))
+        for k, v in options.items():
+            r = r.option(k, v)
+        return (r.load().selectExpr("topic", "partition", "offset", "value").writeStream.format("parquet")
+                .option("path", sink).option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+
+    query = run()
+    assert query.awaitTermination(180) and query.exception() is None
+    assert rows_of(spark.read.parquet(sink)) == first
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.delete_topics(["gone-a"], operation_timeout=30).values():
+        f.result(60)
+    deadline = time.monotonic() + 60
+    while "gone-a" in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, "gone-a is still listed"
+        time.sleep(0.3)
+    later = produced_rows(broker, "stay-b", {0: 6})  # offsets 4..9
+
+    query = run()
+    fails(lambda: query.awaitTermination(180),
+          "Partitions [gone-a-0, gone-a-1] have been deleted: records not yet read are lost "
+          "(gone-a-0 from offset 5, gone-a-1 from offset 3 on)", "failOnDataLoss to false")
+    query = run(failOnDataLoss="false")
+    assert query.awaitTermination(180) and query.exception() is None
+    assert rows_of(spark.read.parquet(sink)) == first | later
+    assert len(spark.read.parquet(sink).collect()) == len(first | later)

@@ -126,3 +126,25 @@ def test_headers_from_record_batch_v2_to_arrow() -> None:
     assert arrow.schema == ARROW_SCHEMA_WITH_HEADERS
     assert arrow.column("headers").to_pylist() == [[{"key": "trace", "value": b"\x00\x01"},
                                                     {"key": "empty", "value": None}], None]
+
+
+def test_min_offsets_per_trigger_delays_as_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's delayBatch: a batch waits for minOffsetsPerTrigger new offsets unless maxTriggerDelay
+    has passed since the last batch let through."""
+    pytest.importorskip("pyspark")
+    from pipeline import source
+
+    clock = [1_000_000.0]
+    monkeypatch.setattr(source.time, "time", lambda: clock[0])
+    options = ReadOptions.parse(BASE | {"subscribe": "t", "minOffsetsPerTrigger": "10", "maxTriggerDelay": "5s"},
+                                streaming=True)
+    reader = source.MinibrokerStreamReader(options)
+    begin = {("t", 0): 0, ("t", 1): 0}
+    assert reader._delay(10, begin, {("t", 0): 3, ("t", 1): 2}) is False  # the first batch: the delay has passed
+    clock[0] += 1
+    assert reader._delay(10, begin, {("t", 0): 3, ("t", 1): 2}) is True  # 5 new < 10, 1 s < 5 s
+    assert reader._delay(10, begin, {("t", 0): 6, ("t", 1): 4}) is False  # 10 new
+    clock[0] += 2
+    assert reader._delay(10, begin, {("t", 0): 1, ("t", 1): 0}) is True
+    clock[0] += 3.5  # 5.5 s since the last batch let through
+    assert reader._delay(10, begin, {("t", 0): 1, ("t", 1): 0}) is False
