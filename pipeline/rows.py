@@ -33,9 +33,9 @@ ARROW_SCHEMA = pa.schema([
 ])
 ARROW_SCHEMA_WITH_HEADERS = ARROW_SCHEMA.append(pa.field("headers", HEADERS_TYPE))
 
-# Kafka's TimestampType ids as Spark's Kafka source reports them. minibroker keeps producers'
-# timestamps (it has no LogAppendTime), so a message carries CreateTime unless it has none.
-CREATE_TIME, NO_TIMESTAMP_TYPE = 0, -1
+# Kafka's TimestampType ids as Spark's Kafka source reports them: CreateTime (0), LogAppendTime (1,
+# a topic with message.timestamp.type=LogAppendTime, as its RecordBatch v2 says), -1 without a timestamp.
+CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE = 0, 1, -1
 
 
 def record_batch(topic: str, partition: int, records: Sequence[Record], headers: bool = False) -> pa.RecordBatch:
@@ -50,7 +50,8 @@ def record_batch(topic: str, partition: int, records: Sequence[Record], headers:
         pa.array([partition] * n, pa.int32()),
         pa.array([r.offset for r in records], pa.int64()),
         pa.array(timestamps, pa.timestamp("us", tz="UTC")),
-        pa.array([NO_TIMESTAMP_TYPE if t is None else CREATE_TIME for t in timestamps], pa.int32()),
+        pa.array([NO_TIMESTAMP_TYPE if t is None else r.timestamp_type for t, r in zip(timestamps, records, strict=True)],
+                 pa.int32()),
     ]
     if not headers:
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)

@@ -140,6 +140,16 @@ def test_headers_from_confluent_kafka(spark, broker) -> None:  # noqa: ANN001
     assert "headers" not in read(spark, broker, subscribe=topic).columns
 
 
+def test_log_append_time_topic_reads_timestamp_type_1(spark, broker) -> None:  # noqa: ANN001
+    topic = "appended"
+    asyncio.run(create_topic(broker, topic, 1, configs={"message.timestamp.type": "LogAppendTime"}))
+    before = time.time()
+    produce_messages(broker.bootstrap, topic, [(None, b"v", 0)] * 3)
+    rows = read(spark, broker, subscribe=topic).select("timestamp", "timestampType").collect()
+    assert [r["timestampType"] for r in rows] == [1, 1, 1]
+    assert all(before - 5 <= r["timestamp"].timestamp() <= time.time() + 5 for r in rows)
+
+
 def test_starting_offsets_by_timestamp_match_offsets_for_times(spark, broker) -> None:  # noqa: ANN001
     base = 1_700_000_000_000
     topics = {"ts-a": 2, "ts-b": 1}

@@ -12,7 +12,7 @@ from pipeline.lag import offsets_behind_latest
 from pipeline.options import ReadOptions, Subscription, duration_ms, java_regex
 from pipeline.ranges import Range, split_ranges
 from pipeline.rows import ARROW_SCHEMA_WITH_HEADERS, record_batch
-from protocol.records.record_batch import build_batch
+from protocol.records.record_batch import LOG_APPEND_TIME, build_batch
 from protocol.records.records import decode_records
 
 BASE = {"bootstrap.servers": "h:1"}
@@ -148,3 +148,13 @@ def test_min_offsets_per_trigger_delays_as_spark(monkeypatch: pytest.MonkeyPatch
     assert reader._delay(10, begin, {("t", 0): 1, ("t", 1): 0}) is True
     clock[0] += 3.5  # 5.5 s since the last batch let through
     assert reader._delay(10, begin, {("t", 0): 1, ("t", 1): 0}) is False
+
+
+def test_log_append_time_batches_say_so() -> None:
+    batch = build_batch([(1000, None, b"v", []), (1001, None, b"w", [])], timestamp_type=LOG_APPEND_TIME,
+                        log_append_time=5000)
+    records = decode_records(batch)
+    assert [(r.timestamp, r.timestamp_type) for r in records] == [(5000, 1), (5000, 1)]
+    assert record_batch("t", 0, records).column("timestampType").to_pylist() == [1, 1]
+    created = decode_records(build_batch([(1000, None, b"v", [])]))
+    assert record_batch("t", 0, created).column("timestampType").to_pylist() == [0]
