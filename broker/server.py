@@ -23,6 +23,7 @@ from broker.controller.controller import Controller
 from broker.dispatch import Dispatcher
 from broker.group.coordinator import GroupCoordinator, group_config
 from broker.group.offsets_topic import OffsetsTopic
+from broker.group_metrics import register_group_metrics, snapshots
 from broker.health import HEALTH_FILE_ENV, HealthFile
 from broker.metadata import MetadataCache
 from broker.metrics import Registry, serve_metrics
@@ -111,6 +112,12 @@ class Broker:
         register_replication_gauges(self.metrics, self.replicas, self.throttles)
         register_quota_gauges(self.metrics, self.produce_quotas, self.fetch_quotas, self.mutation_quotas,
                               self.now_ms)
+        register_group_metrics(self.metrics, lambda: snapshots(self.group_coordinator.machine), self._local_end)
+
+    def _local_end(self, topic: str, partition: int) -> int | None:
+        """A partition's end as consumers see it (the high watermark), where this broker holds a replica."""
+        part = self.replicas.get(topic, partition)
+        return None if part is None or part.offline else part.high_watermark
 
     @staticmethod
     def now_ms() -> float:
