@@ -37,9 +37,9 @@ from protocol.records.errors import RecordsError
 from protocol.records.record_batch import varint_at
 
 NO_TIMESTAMP = -1
-# Below this many records the loop is cheaper than the columns' fixed cost (some 50 array
-# operations, ~100 us here, whatever the count; the loop costs ~1.5 us a record).
-COLUMNS_FROM = 100
+# Below this many records the loop is cheaper than the columns' fixed cost (some 40 array
+# operations, ~60 us here, whatever the count; the loop costs ~1.5 us a record).
+COLUMNS_FROM = 64
 # A record is at least 7 bytes: its length, attributes, timestamp delta, offset delta, key
 # length, value length and header count, one byte each.
 MIN_RECORD_SIZE = 7
@@ -47,10 +47,14 @@ MIN_RECORD_SIZE = 7
 # the rest walk theirs one by one (a few records with very many headers would otherwise cost a
 # round of array operations per header).
 HEADER_COLUMNS_FROM = 64
-# The first guess of a run of equal-size records covers this many; each confirmed guess doubles it.
-STRIDE_FIRST, STRIDE_MAX = 32, 1 << 16
+# The walk guesses once this many records in a row had one size (more after a guess that fell
+# short); its first guess covers STRIDE_FIRST records, each confirmed one four times more.
+RUN_BEFORE_GUESS, RUN_MAX = 2, 1024
+STRIDE_FIRST, STRIDE_MAX = 64, 1 << 16
 _MAX_VARINT_BYTES = 10  # a varlong's most
-_PAD = bytes(16)  # reads of up to 10 varint bytes just past a record's end stay in the array
+_PAD = bytes(16)
+# A one-byte varint's value, by the byte (bytes with the continuation bit never index it).
+_ZIGZAG_BYTE = np.array([(v >> 1) ^ -(v & 1) for v in range(0x80)] + [0] * 0x80, dtype=np.int64)  # reads of up to 10 varint bytes just past a record's end stay in the array
 _COMPACTED_NO_KEY = "Compacted topic cannot accept message without key."
 
 I64 = npt.NDArray[np.int64]
@@ -206,35 +210,43 @@ def scan_each(body: bytes, count: int, first_timestamp: int, min_timestamp: int 
 
 # ---- columns -------------------------------------------------------------------------------------
 
-def _varints(buf: U8, pos: I64) -> tuple[I64, I64, Bools]:
-    """The zigzag varints starting at every position of pos: (values, positions after them,
-    longer than 10 bytes). buf must extend at least 10 bytes past every position."""
+def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
+    """The zigzag varints starting at every position of pos: (values, positions after them);
+    bad marks those longer than 10 bytes. buf must extend at least 10 bytes past every position.
+
+    When every varint of the column is one byte (most fields of most records), a table gives the
+    values: a handful of array operations whatever the count.
+    """
     b = buf[pos]
+    if int(b.max()) < 0x80:
+        return _ZIGZAG_BYTE[b], pos + 1
     more = b >= 0x80
     raw = (b & 0x7F).astype(np.uint64)
     after = pos + 1
-    if more.any():
-        for k in range(1, _MAX_VARINT_BYTES):
-            nxt = buf[pos + k]
-            raw |= np.where(more, (nxt & 0x7F).astype(np.uint64) << np.uint64(7 * k), np.uint64(0))
-            after += more
-            more &= nxt >= 0x80
-            if not more.any():
-                break
-    values = (raw >> np.uint64(1)).view(np.int64) ^ -(raw & np.uint64(1)).view(np.int64)
-    return values, after, more
+    for k in range(1, _MAX_VARINT_BYTES):
+        nxt = buf[pos + k]
+        raw |= ((nxt & 0x7F).astype(np.uint64) << np.uint64(7 * k)) * more
+        after += more
+        more &= nxt >= 0x80
+        if not more.any():
+            break
+    else:
+        bad |= more
+    values: I64 = (raw >> np.uint64(1)).view(np.int64) ^ -(raw & np.uint64(1)).view(np.int64)
+    return values, after
 
 
 def _record_heads(body: bytes, buf: U8, count: int) -> tuple[I64, int]:
     """Where each record's length varint starts, and where the walk ended.
 
     The lengths are a chain: a record's place follows from the length of the one before. The
-    walk steps one record at a time in Python, but once three records in a row have had the
+    walk steps one record at a time in Python, but once a few records in a row have had the
     same size, it guesses that the next ones have it too and checks the guess for a whole
     stride at once (the length varints at those places, as one column): records of a batch
     are often all of one size (a size changes only where an offset or timestamp delta needs
     one more varint byte). A guess is kept up to its first record of another size, so every
-    kept place is one the step-by-step walk would have found.
+    kept place is one the step-by-step walk would have found. Where sizes repeat only by
+    chance, guesses fall short and the walk waits for ever longer runs before guessing again.
     """
     heads = array("q", bytes(8 * count))
     columns: I64 = np.frombuffer(heads, dtype=np.int64)  # the same memory, written in strides
@@ -242,7 +254,7 @@ def _record_heads(body: bytes, buf: U8, count: int) -> tuple[I64, int]:
     p = 0
     i = 0
     last = run = 0
-    stride = STRIDE_FIRST
+    stride, need = STRIDE_FIRST, RUN_BEFORE_GUESS
     try:
         while i < count:
             heads[i] = p
@@ -269,22 +281,24 @@ def _record_heads(body: bytes, buf: U8, count: int) -> tuple[I64, int]:
                 last, run = size, 0
                 continue
             run += 1
-            if run < 2:
+            if run < need:
                 continue
             k = min(count - i, (end - p) // size, stride)
             if k <= 0:
                 continue
             guess = p + size * np.arange(k, dtype=np.int64)
-            lengths, after, _ = _varints(buf, guess)
+            lengths, after = _varints(buf, guess, np.zeros(k, dtype=np.bool_))
             fits = (after - guess + lengths) == size
             kept = k if fits.all() else int(np.argmin(fits))
             columns[i:i + kept] = guess[:kept]
             i += kept
             p += size * kept
             if kept == k:
-                stride = min(stride * 2, STRIDE_MAX)
+                stride, need = min(stride * 4, STRIDE_MAX), RUN_BEFORE_GUESS
             else:
-                stride, run = STRIDE_FIRST, 0
+                # A guess cut short: sizes repeat only briefly here, so wait for longer runs
+                # before the next guess (its cost is the same for one record kept or many).
+                stride, run, need = STRIDE_FIRST, 0, min(need * 2, RUN_MAX)
     except (IndexError, ValueError) as e:
         raise _structure(i, str(e)) from e
     return columns, p
@@ -303,11 +317,12 @@ def _walk_headers(buf: U8, data: bytes, pos: I64, headers: I64, ends: I64, bad: 
     idx = np.flatnonzero(headers > 0)
     hpos, left, limit = pos[idx], headers[idx], ends[idx] + 1
     while idx.size >= HEADER_COLUMNS_FROM:
-        key_len, hpos, long1 = _varints(buf, hpos)
+        long = np.zeros(idx.size, dtype=np.bool_)
+        key_len, hpos = _varints(buf, hpos, long)
         hpos = _skip(hpos, key_len, limit)
-        value_len, hpos, long2 = _varints(buf, hpos)
+        value_len, hpos = _varints(buf, hpos, long)
         hpos = _skip(hpos, value_len, limit)
-        bad[idx[(key_len < 0) | long1 | long2]] = True
+        bad[idx[(key_len < 0) | long]] = True
         left -= 1
         done = (left == 0) | (hpos >= limit)
         pos[idx[done]] = hpos[done]
@@ -349,16 +364,17 @@ def scan_columns(body: bytes, count: int, first_timestamp: int, min_timestamp: i
     ends[:-1] = heads[1:]
     ends[-1] = end
     limit = ends + 1  # a position past a record's end stays here: the record is malformed
-    _, pos, bad = _varints(buf, heads)  # the lengths, already checked by the walk
-    ts_delta, pos, long1 = _varints(buf, pos + 1)  # after the attributes byte, unused in v2
-    offset_delta, pos, long2 = _varints(buf, np.minimum(pos, limit))
-    key_len, pos, long3 = _varints(buf, np.minimum(pos, limit))
+    bad = np.zeros(count, dtype=np.bool_)
+    _, pos = _varints(buf, heads, bad)  # the lengths, already checked by the walk
+    ts_delta, pos = _varints(buf, pos + 1, bad)  # after the attributes byte, unused in v2
+    offset_delta, pos = _varints(buf, np.minimum(pos, limit), bad)
+    key_len, pos = _varints(buf, np.minimum(pos, limit), bad)
     pos = _skip(pos, key_len, limit)
-    value_len, pos, long4 = _varints(buf, pos)
+    value_len, pos = _varints(buf, pos, bad)
     pos = _skip(pos, value_len, limit)
-    headers, pos, long5 = _varints(buf, pos)
+    headers, pos = _varints(buf, pos, bad)
     pos = np.minimum(pos, limit)
-    bad |= long1 | long2 | long3 | long4 | long5 | (headers < 0)
+    bad |= headers < 0
     if (headers > 0).any():
         _walk_headers(buf, body, pos, headers, ends, bad)
     bad |= pos != ends

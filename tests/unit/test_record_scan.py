@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.errors import ErrorCode
-from protocol.records import compression, record_batch
+from protocol.records import compression, record_batch, record_scan
 from protocol.records.errors import RecordsError
 from protocol.records.record_batch import encode_record
 from protocol.records.record_scan import COLUMNS_FROM, scan_columns, scan_each, scan_records
@@ -26,7 +26,7 @@ from protocol.records.records import decode_records, shallow_validate
 from protocol.records.validator import ValidationConfig, validate
 
 NOW = 1_700_000_100_000
-MANY = COLUMNS_FROM * 3  # records in a batch that `scan_records` hands to the columns
+MANY = 300  # records in a batch that `scan_records` hands to the columns (test_scan_records_picks_by_count)
 
 
 def outcome(f, body: bytes, count: int, first_ts: int, lo: int | None, hi: int | None,  # noqa: ANN001
@@ -178,10 +178,14 @@ def test_count_other_than_the_records_is_invalid_record(count: int) -> None:
     assert (kind, code) == ("raised", ErrorCode.INVALID_RECORD)
 
 
-def test_scan_records_picks_by_count() -> None:
-    body = body_of(plain(MANY))
-    assert scan_records(memoryview(body), MANY, NOW, None, None).max_timestamp == NOW + (MANY - 1) // 7
+def test_scan_records_picks_by_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert COLUMNS_FROM <= MANY
+    picked: list[str] = []
+    for name, real in (("scan_each", scan_each), ("scan_columns", scan_columns)):
+        monkeypatch.setattr(record_scan, name, lambda *a, real=real, name=name: picked.append(name) or real(*a))
+    assert scan_records(memoryview(body_of(plain(MANY))), MANY, NOW, None, None).max_timestamp == NOW + (MANY - 1) // 7
     assert scan_records(body_of(plain(3)), 3, NOW, None, None).max_timestamp == NOW
+    assert picked == ["scan_columns", "scan_each"]
 
 
 # ---- through the validator, with batches that take the columns ------------------------------------
