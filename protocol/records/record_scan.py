@@ -52,7 +52,6 @@ HEADER_COLUMNS_FROM = 64
 RUN_BEFORE_GUESS, RUN_MAX = 2, 1024
 STRIDE_FIRST, STRIDE_MAX = 64, 1 << 16
 _MAX_VARINT_BYTES = 10  # a varlong's most
-_PAD = bytes(16)
 # A one-byte varint's value, by the byte (bytes with the continuation bit never index it).
 _ZIGZAG_BYTE = np.array([(v >> 1) ^ -(v & 1) for v in range(0x80)] + [0] * 0x80, dtype=np.int64)  # reads of up to 10 varint bytes just past a record's end stay in the array
 _COMPACTED_NO_KEY = "Compacted topic cannot accept message without key."
@@ -88,10 +87,10 @@ def scan_records(body: bytes | memoryview, count: int, first_timestamp: int, min
     the result's errors. With `require_keys` (a compacted topic), a record without a key is
     listed instead of its timestamp check (Kafka's validateKey, then validateTimestamp).
     """
-    data = bytes(body)  # indexing bytes is markedly faster than indexing a memoryview
     if count < COLUMNS_FROM:
-        return scan_each(data, count, first_timestamp, min_timestamp, max_timestamp, require_keys)
-    return scan_columns(data, count, first_timestamp, min_timestamp, max_timestamp, require_keys)
+        # Indexing bytes is markedly faster than indexing a memoryview, and the copy is small.
+        return scan_each(bytes(body), count, first_timestamp, min_timestamp, max_timestamp, require_keys)
+    return scan_columns(body, count, first_timestamp, min_timestamp, max_timestamp, require_keys)
 
 
 def _structure(i: int, why: str) -> RecordsError:
@@ -212,19 +211,25 @@ def scan_each(body: bytes, count: int, first_timestamp: int, min_timestamp: int 
 
 def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
     """The zigzag varints starting at every position of pos: (values, positions after them);
-    bad marks those longer than 10 bytes. buf must extend at least 10 bytes past every position.
+    bad marks those longer than 10 bytes.
+
+    Reads past the end of buf read its last byte instead: the varint of a record that runs
+    past the batch gets a wrong value, but its position still moves on, so the record fails
+    the check of its end.
 
     When every varint of the column is one byte (most fields of most records), a table gives the
     values: a handful of array operations whatever the count.
     """
-    b = buf[pos]
+    last = buf.size - 1
+    b = buf[np.minimum(pos, last)]
     if int(b.max()) < 0x80:
         return _ZIGZAG_BYTE[b], pos + 1
     more = b >= 0x80
     raw = (b & 0x7F).astype(np.uint64)
     after = pos + 1
     for k in range(1, _MAX_VARINT_BYTES):
-        nxt = buf[pos + k]
+        at = pos + k
+        nxt = buf[np.minimum(at, last, out=at)]
         raw |= ((nxt & 0x7F).astype(np.uint64) << np.uint64(7 * k)) * more
         after += more
         more &= nxt >= 0x80
@@ -236,7 +241,7 @@ def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
     return values, after
 
 
-def _record_heads(body: bytes, buf: U8, count: int) -> tuple[I64, int]:
+def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, int]:
     """Where each record's length varint starts, and where the walk ended.
 
     The lengths are a chain: a record's place follows from the length of the one before. The
@@ -311,7 +316,7 @@ def _skip(pos: I64, n: I64, limit: I64) -> I64:
     return pos + room
 
 
-def _walk_headers(buf: U8, data: bytes, pos: I64, headers: I64, ends: I64, bad: Bools) -> None:
+def _walk_headers(buf: U8, data: bytes | memoryview, pos: I64, headers: I64, ends: I64, bad: Bools) -> None:
     """Move pos past the headers of the records that have some; bad marks a negative header key
     size or an overlong varint (a record overrunning its end is found by the caller)."""
     idx = np.flatnonzero(headers > 0)
@@ -346,15 +351,15 @@ def _walk_headers(buf: U8, data: bytes, pos: I64, headers: I64, ends: I64, bad: 
         pos[j] = min(p, lim)
 
 
-def scan_columns(body: bytes, count: int, first_timestamp: int, min_timestamp: int | None,
+def scan_columns(body: bytes | memoryview, count: int, first_timestamp: int, min_timestamp: int | None,
                  max_timestamp: int | None, require_keys: bool = False) -> RecordScan:
     """`scan_records` over numpy columns, one per field (module docstring)."""
     end = len(body)
-    if count <= 0:
-        return scan_each(body, count, first_timestamp, min_timestamp, max_timestamp, require_keys)
+    if count <= 0 or end == 0:
+        return scan_each(bytes(body), count, first_timestamp, min_timestamp, max_timestamp, require_keys)
     if count * MIN_RECORD_SIZE > end:
         raise _structure(end // MIN_RECORD_SIZE, f"{count} records cannot fit in {end} bytes")
-    buf: U8 = np.frombuffer(body + _PAD, dtype=np.uint8)
+    buf: U8 = np.frombuffer(body, dtype=np.uint8)  # the batch's own bytes, not a copy
     heads, walked = _record_heads(body, buf, count)
     if walked != end:
         if walked < end:
