@@ -167,17 +167,22 @@ def set_max_timestamp(buf: bytearray | memoryview, timestamp_type: int, max_time
 def varint_at(buf: bytes | memoryview, p: int) -> tuple[int, int]:
     """A zigzag varint/varlong at p and the position after it, read as Kafka's 64-bit long
     (wrapping); IndexError past the end, ValueError beyond 10 bytes."""
-    raw = 0
-    shift = 0
+    b = buf[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    value = b & 0x7F
+    shift = 7
+    p += 1
     while True:
         b = buf[p]
         p += 1
-        raw |= (b & 0x7F) << shift
+        value |= (b & 0x7F) << shift
         if b < 0x80:
-            raw &= 0xFFFFFFFFFFFFFFFF
-            return (raw >> 1) ^ -(raw & 1), p
+            if shift == 63:  # a tenth byte: bits past the 64th drop, as in Kafka's long
+                value &= 0xFFFFFFFFFFFFFFFF
+            return (value >> 1) ^ -(value & 1), p
         shift += 7
-        if shift >= 70:
+        if shift > 63:
             raise ValueError("varint longer than 10 bytes")
 
 

@@ -134,6 +134,10 @@ def test_timestamps_wrap_as_kafka_longs() -> None:
     records = [(i, 5 if i == 3 else 0, b"k", b"v", []) for i in range(MANY)]
     kind, max_ts, _ = both(body_of(records), MANY, top - 1)
     assert (kind, max_ts) == ("ok", top - 1)  # top - 1 + 5 wraps to a large negative
+    long_delta = [(i, (1 << 62) + 5 if i == 3 else 0, b"k", b"v", []) for i in range(MANY)]
+    for count in (MANY, 5):  # columns and loop alike, a long delta from an ordinary first timestamp
+        body = body_of(long_delta[:count])
+        assert both(body, count, 1 << 62) == ("ok", 1 << 62, [])  # 2**63 + 5 wraps below -1
 
 
 # ---- malformed records: INVALID_RECORD, both ways --------------------------------------------------
