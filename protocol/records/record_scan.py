@@ -244,20 +244,25 @@ def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
     return values, after
 
 
-def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, int]:
-    """Where each record's length varint starts, and where the walk ended.
+def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I64, int]:
+    """Where each record's length varint starts, where its body starts (after that varint),
+    and where the walk ended.
 
     The lengths are a chain: a record's place follows from the length of the one before. The
     walk steps one record at a time in Python, but once a few records in a row have had the
     same size, it guesses that the next ones have it too and checks the guess for a whole
-    stride at once (the length varints at those places, as one column): records of a batch
-    are often all of one size (a size changes only where an offset or timestamp delta needs
-    one more varint byte). A guess is kept up to its first record of another size, so every
-    kept place is one the step-by-step walk would have found. Where sizes repeat only by
-    chance, guesses fall short and the walk waits for ever longer runs before guessing again.
+    stride at once (the bytes of the length varint at those places against the last record's,
+    as one column per byte): records of a batch are often all of one size (a size changes only
+    where an offset or timestamp delta needs one more varint byte). A guess is kept up to its
+    first record of another size, so every kept place is one the step-by-step walk would have
+    found. Where sizes repeat only by chance, guesses fall short and the walk waits for ever
+    longer runs before guessing again.
     """
     heads = array("q", bytes(8 * count))
-    columns: I64 = np.frombuffer(heads, dtype=np.int64)  # the same memory, written in strides
+    starts = array("q", bytes(8 * count))
+    # The same memory as numpy arrays, written a stride at a time.
+    head_column: I64 = np.frombuffer(heads, dtype=np.int64)
+    start_column: I64 = np.frombuffer(starts, dtype=np.int64)
     end = len(body)
     p = 0
     i = 0
@@ -270,6 +275,7 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, i
             if b < 0x80:  # one byte: lengths up to 63
                 if b & 1:
                     raise _structure(i, "negative record size")
+                width = 1
                 size = 1 + (b >> 1)
             else:
                 c = body[p + 1]
@@ -277,12 +283,15 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, i
                     v = (b & 0x7F) | (c << 7)
                     if v & 1:
                         raise _structure(i, "negative record size")
+                    width = 2
                     size = 2 + (v >> 1)
                 else:
                     length, q = varint_at(body, p)
                     if length < 0:
                         raise _structure(i, "negative record size")
-                    size = q - p + length
+                    width = q - p
+                    size = width + length
+            starts[i] = p + width
             p += size
             i += 1
             if size != last:
@@ -294,11 +303,14 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, i
             k = min(count - i, (end - p) // size, stride)
             if k <= 0:
                 continue
-            guess = p + size * np.arange(k, dtype=np.int64)
-            lengths, after = _varints(buf, guess, np.zeros(k, dtype=np.bool_))
-            fits = (after - guess + lengths) == size
+            guess = np.arange(p, p + size * k, size, dtype=np.int64)
+            varint = bytes(body[p - size:p - size + width])  # the last record's length, as sent
+            fits = buf[guess] == varint[0]
+            for j in range(1, width):
+                fits &= buf[guess + j] == varint[j]
             kept = k if fits.all() else int(np.argmin(fits))
-            columns[i:i + kept] = guess[:kept]
+            head_column[i:i + kept] = guess[:kept]
+            start_column[i:i + kept] = guess[:kept] + width
             i += kept
             p += size * kept
             if kept == k:
@@ -309,7 +321,7 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, i
                 stride, run, need = STRIDE_FIRST, 0, min(need * 2, RUN_MAX)
     except (IndexError, ValueError) as e:
         raise _structure(i, str(e)) from e
-    return columns, p
+    return head_column, start_column, p
 
 
 def _skip(pos: I64, n: I64, limit: I64) -> I64:
@@ -363,7 +375,7 @@ def scan_columns(body: bytes | memoryview, count: int, first_timestamp: int, min
     if count * MIN_RECORD_SIZE > end:
         raise _structure(end // MIN_RECORD_SIZE, f"{count} records cannot fit in {end} bytes")
     buf: U8 = np.frombuffer(body, dtype=np.uint8)  # the batch's own bytes, not a copy
-    heads, walked = _record_heads(body, buf, count)
+    heads, starts, walked = _record_heads(body, buf, count)
     if walked != end:
         if walked < end:
             raise RecordsError(ErrorCode.INVALID_RECORD, "incorrect declared batch size, records still remaining")
@@ -373,8 +385,7 @@ def scan_columns(body: bytes | memoryview, count: int, first_timestamp: int, min
     ends[-1] = end
     limit = ends + 1  # a position past a record's end stays here: the record is malformed
     bad = np.zeros(count, dtype=np.bool_)
-    _, pos = _varints(buf, heads, bad)  # the lengths, already checked by the walk
-    ts_delta, pos = _varints(buf, pos + 1, bad)  # after the attributes byte, unused in v2
+    ts_delta, pos = _varints(buf, starts + 1, bad)  # after the attributes byte, unused in v2
     offset_delta, pos = _varints(buf, np.minimum(pos, limit), bad)
     key_len, pos = _varints(buf, np.minimum(pos, limit), bad)
     pos = _skip(pos, key_len, limit)
