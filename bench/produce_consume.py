@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import queue
 import socket
 import subprocess
 import threading
@@ -212,7 +213,7 @@ def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: b
     for partitions in (1, 8):
         try:
             results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions)
-        except (RuntimeError, OSError) as e:
+        except (RuntimeError, OSError, queue.Empty) as e:  # BrokenBarrierError is a RuntimeError
             if name == "minibroker":
                 raise
             # A reference that fails (Tansu has died mid-run here: memory storage) is reported
