@@ -279,3 +279,32 @@ def test_large_batch_claiming_log_append_time() -> None:
     e = rejects(recrc(bad), ErrorCode.INVALID_TIMESTAMP)
     assert [i for i, _ in e.record_errors] == list(range(MANY))
 
+
+
+def _header_edit(at: int, fmt: str, value: int) -> bytes:
+    bad = bytearray(kp_batch())
+    struct.pack_into(fmt, bad, at, value)
+    return bytes(recrc(bad))
+
+
+@pytest.mark.parametrize(("data", "code", "version", "kw"), [
+    pytest.param(lambda: kp_batch(), ErrorCode.MESSAGE_TOO_LARGE, 9, {}, id="too-large"),
+    pytest.param(lambda: _header_edit(record_batch.ATTRIBUTES_AT, ">h", compression.ZSTD),
+                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, 6, {}, id="zstd-before-v7"),
+    pytest.param(lambda: _header_edit(record_batch.ATTRIBUTES_AT, ">h", record_batch.CONTROL_BIT),
+                 ErrorCode.INVALID_RECORD, 9, {}, id="control"),
+    pytest.param(lambda: _header_edit(record_batch.ATTRIBUTES_AT, ">h", record_batch.TRANSACTIONAL_BIT),
+                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 9, {}, id="transactional"),
+    pytest.param(lambda: _header_edit(record_batch.ATTRIBUTES_AT, ">h", record_batch.TRANSACTIONAL_BIT),
+                 ErrorCode.INVALID_TXN_STATE, 9, {"transactional_id": "t"}, id="transactional-with-id"),
+    pytest.param(lambda: _header_edit(0, ">q", 7), ErrorCode.INVALID_RECORD, 9, {}, id="base-offset"),
+    pytest.param(lambda: _header_edit(43, ">q", 5), ErrorCode.INVALID_RECORD, 9, {}, id="producer-id-no-sequence"),
+    pytest.param(lambda: kp_batch()[:-1], ErrorCode.CORRUPT_MESSAGE, 2, {}, id="cut-v2"),
+    pytest.param(lambda: kp_batch()[:-1], ErrorCode.INVALID_RECORD, 9, {}, id="cut-v9"),
+])
+def test_large_batch_header_errors(data, code: ErrorCode, version: int, kw: dict) -> None:  # noqa: ANN001
+    """The checks made before the records are walked give the same answers for large batches."""
+    config = ValidationConfig(1000) if code == ErrorCode.MESSAGE_TOO_LARGE else CONFIG
+    with pytest.raises(RecordsError) as e:
+        validate(data(), version, NOW, config, **kw)
+    assert e.value.error_code == code, str(e.value)
