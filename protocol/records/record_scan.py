@@ -44,9 +44,10 @@ COLUMNS_FROM = 128
 # length, value length and header count, one byte each.
 MIN_RECORD_SIZE = 7
 # Record header rounds run as columns while at least this many records still have headers left;
-# the rest walk theirs one by one (a few records with very many headers would otherwise cost a
-# round of array operations per header).
-HEADER_COLUMNS_FROM = 128
+# the rest walk theirs one by one (a round costs some 15 array operations, which a few records
+# with very many headers would pay once per header).
+HEADER_COLUMNS_FROM = 256
+MIN_HEADER_SIZE = 2  # a key length and a value length, one byte each
 # The walk guesses once this many records in a row had one size (more after a guess that fell
 # short); its first guess covers STRIDE_FIRST records, each confirmed one four times more.
 RUN_BEFORE_GUESS, RUN_MAX = 2, 1024
@@ -334,7 +335,7 @@ def _skip(pos: I64, n: I64, limit: I64) -> I64:
 def _walk_headers(buf: U8, data: bytes | memoryview, pos: I64, headers: I64, ends: I64, bad: Bools) -> None:
     """Move pos past the headers of the records that have some; bad marks a negative header key
     size or an overlong varint (a record overrunning its end is found by the caller)."""
-    idx = np.flatnonzero(headers > 0)
+    idx = np.flatnonzero((headers > 0) & ~bad)
     hpos, left, limit = pos[idx], headers[idx], ends[idx] + 1
     while idx.size >= HEADER_COLUMNS_FROM:
         long = np.zeros(idx.size, dtype=np.bool_)
@@ -393,7 +394,8 @@ def scan_columns(body: bytes | memoryview, count: int, first_timestamp: int, min
     pos = _skip(pos, value_len, limit)
     headers, pos = _varints(buf, pos, bad)
     pos = np.minimum(pos, limit)
-    bad |= headers < 0
+    # More headers than the rest of the record can hold: malformed without walking them.
+    bad |= (headers < 0) | (headers > (ends - pos) // MIN_HEADER_SIZE)
     if (headers > 0).any():
         _walk_headers(buf, body, pos, headers, ends, bad)
     bad |= pos != ends
