@@ -134,7 +134,7 @@ async def test_confluent_kafka_group_of_two_reads_100k_exactly_once(group_cluste
 
 
 async def test_kcat_balanced_consumers(group_cluster: Cluster, tmp_path: Path) -> None:
-    topic, group, count = "grp-kcat", "g-kcat", 10_000
+    topic, group, count = "grp-kcat", "g-kcat", 100_000
     ends = await _topic(group_cluster, topic, count)
     outs = [tmp_path / f"kcat-{i}.out" for i in range(2)]
     procs = [subprocess.Popen(["kcat", "-b", group_cluster.bootstrap, "-G", group, "-q", "-u", "-f", "%s\n",
@@ -144,7 +144,7 @@ async def test_kcat_balanced_consumers(group_cluster: Cluster, tmp_path: Path) -
     def lines() -> list[bytes]:
         return [line for out in outs for line in out.read_bytes().split(b"\n") if line]
     try:
-        await asyncio.to_thread(_run_until, "kcat's messages", lambda: len(lines()) >= count, 120)
+        await asyncio.to_thread(_run_until, "kcat's messages", lambda: len(lines()) >= count, 240)
         await asyncio.sleep(1)  # past one auto-commit interval
     finally:
         for p in procs:
@@ -160,7 +160,7 @@ async def test_kcat_balanced_consumers(group_cluster: Cluster, tmp_path: Path) -
 async def test_kafka_python_group_of_two(group_cluster: Cluster) -> None:
     from kafka import KafkaConsumer
 
-    topic, group, count = "grp-kafka-python", "g-kafka-python", 10_000
+    topic, group, count = "grp-kafka-python", "g-kafka-python", 100_000
     ends = await _topic(group_cluster, topic, count)
     got: list[list[int]] = [[], []]
     errors: list[str] = []
@@ -187,7 +187,7 @@ async def test_kafka_python_group_of_two(group_cluster: Cluster) -> None:
         t.start()
     try:
         await asyncio.to_thread(_run_until, "kafka-python's messages",
-                                lambda: sum(map(len, got)) >= count or bool(errors), 180)
+                                lambda: sum(map(len, got)) >= count or bool(errors), 300)
     finally:
         stop.set()
         for t in threads:
@@ -201,7 +201,7 @@ async def test_kafka_python_group_of_two(group_cluster: Cluster) -> None:
 async def test_aiokafka_group_of_two(group_cluster: Cluster) -> None:
     from aiokafka import AIOKafkaConsumer
 
-    topic, group, count = "grp-aiokafka", "g-aiokafka", 10_000
+    topic, group, count = "grp-aiokafka", "g-aiokafka", 100_000
     ends = await _topic(group_cluster, topic, count)
     got: list[list[int]] = [[], []]
     consumers = [AIOKafkaConsumer(topic, bootstrap_servers=group_cluster.bootstrap, group_id=group,
@@ -219,7 +219,7 @@ async def test_aiokafka_group_of_two(group_cluster: Cluster) -> None:
 
     await asyncio.gather(*(c.start() for c in consumers))
     try:
-        await asyncio.wait_for(asyncio.gather(member(0), member(1)), 180)
+        await asyncio.wait_for(asyncio.gather(member(0), member(1)), 300)
     finally:
         await asyncio.gather(*(c.stop() for c in consumers))
     assert exactly_once(got[0] + got[1], count) == ([], [])
@@ -228,7 +228,7 @@ async def test_aiokafka_group_of_two(group_cluster: Cluster) -> None:
 
 
 async def test_kafkajs_consumer_group_of_two(group_cluster: Cluster, kafkajs_dir: Path, tmp_path: Path) -> None:
-    topic, group, count = "grp-kafkajs", "g-kafkajs", 10_000
+    topic, group, count = "grp-kafkajs", "g-kafkajs", 100_000
     ends = await _topic(group_cluster, topic, count)
     outs = [tmp_path / f"kafkajs-{i}.out" for i in range(2)]
     procs = [subprocess.Popen(["node", "group_consume.js", group_cluster.bootstrap, topic, group], cwd=kafkajs_dir,
@@ -238,7 +238,7 @@ async def test_kafkajs_consumer_group_of_two(group_cluster: Cluster, kafkajs_dir
         return [int(line.split(b" ")[2]) for line in out.read_bytes().split(b"\n") if line.count(b" ") == 2]
     try:
         await asyncio.to_thread(_run_until, "KafkaJS's messages",
-                                lambda: sum(len(values(o)) for o in outs) >= count, 180)
+                                lambda: sum(len(values(o)) for o in outs) >= count, 300)
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)  # disconnect: leaves the group
