@@ -4,7 +4,8 @@ Spark runs a data source's methods in separate Python worker processes, each cal
 (blocking) functions. `BrokerSession` gives those functions a private event loop and drives
 `fetcher.connection.KafkaConnection` on it, so no thread or loop outlives one planning call,
 one partition read or one write task. It speaks only what minibroker serves: Metadata v1,
-ListOffsets v1, Fetch v3, Produce v2, and FindCoordinator v1 with OffsetCommit v2 for the
+ListOffsets v1, Fetch v5 (RecordBatch v2 as stored, so record headers arrive; v3 would get
+them down-converted to magic 1, which has no headers), Produce v2, and FindCoordinator v1 with OffsetCommit v2 for the
 streaming source's optional commits to a group; always as a consumer (replica_id -1) so that reads
 and "latest" offsets stop at the high watermark, i.e. at data that can no longer disappear.
 
@@ -15,6 +16,7 @@ surfaces as `MinibrokerError` with a message that names the cause; Spark shows t
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
@@ -28,17 +30,36 @@ from protocol.records.message_set import Record, build_message_set
 from protocol.records.records import decode_records
 from protocol.schema import request_codec
 
-FETCH_VERSION = 3  # v3 (KIP-74) always returns the first message whole, so a read never stalls
+# v5: the log's RecordBatch v2 bytes as stored (with headers), the partition's log start offset;
+# from v3 (KIP-74) the first message always comes whole, so a read never stalls.
+FETCH_VERSION = 5
+READ_UNCOMMITTED = 0  # isolation_level; minibroker has no transactions, so both levels read alike
 FIND_COORDINATOR_VERSION = 1
 OFFSET_COMMIT_VERSION = 2  # the first with generation, member id and a retention time (-1: the broker's)
 EARLIEST, LATEST = -2, -1
 _RETRY_BACKOFF_S = 0.2
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 
 class MinibrokerError(RuntimeError):
     """A failure the user can act on; its message is what Spark reports."""
+
+
+class DataLossError(MinibrokerError):
+    """Offsets a query was to read are no longer in the log (retention, topic deletion)."""
+
+
+# Spark's wording (KafkaSourceProvider's INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_*), naming this broker.
+DATA_LOSS_FAIL = ("Some data may have been lost because they are not available in minibroker any more; either "
+                  "the data was aged out by retention or the topic may have been deleted before all the data "
+                  "in the topic was processed. If you don't want your streaming query to fail on such cases, "
+                  "set the source option failOnDataLoss to false.")
+DATA_LOSS_SKIP = ("Some data may have been lost because they are not available in minibroker any more; either "
+                  "the data was aged out by retention or the topic may have been deleted before all the data "
+                  "in the topic was processed. If you want your streaming query to fail on such cases, set the "
+                  "source option failOnDataLoss to true.")
 
 
 @dataclass(frozen=True)
@@ -209,6 +230,24 @@ class BrokerSession:
         raise MinibrokerError(f"unknown topic {topic!r}: no such topic on the cluster at "
                               f"{self.settings.bootstrap_text}")
 
+    async def _topic_partitions(self) -> dict[str, list[int]]:
+        """Every topic that is not internal, with its partition numbers (Metadata v1, all topics)."""
+        conn = await self._any_broker()
+        try:
+            md = await self._request(conn, ApiKey.METADATA, 1, {"topics": None})
+        except ConnectionError as e:
+            self._drop((conn.host, conn.port))
+            raise _Retry(f"metadata request to {conn.host}:{conn.port} failed: {e}") from e
+        self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
+        return {t["name"]: sorted(p["partition_index"] for p in t["partitions"]) for t in md["topics"]
+                if not t["is_internal"] and t["error_code"] in (ErrorCode.NONE, ErrorCode.REPLICA_NOT_AVAILABLE)}
+
+    def topic_partitions(self) -> dict[str, list[int]]:
+        """Topic -> partition numbers of every topic but the internal ones, as Kafka's admin lists
+        them (what Spark's subscribePattern matches against)."""
+        parts: dict[str, list[int]] = self._retrying(self._topic_partitions, "listing topics")
+        return parts
+
     def partitions(self, topic: str) -> list[int]:
         """The topic's partition numbers, waiting (within the connect timeout) for leaders."""
         parts = self._retrying(lambda: self._partitions(topic), f"metadata for topic {topic!r}")
@@ -270,11 +309,13 @@ class BrokerSession:
     # ---- fetch -------------------------------------------------------------------------------
 
     async def _fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> tuple[int, bytes]:
-        """(high watermark, record bytes) of one Fetch v3 for one partition, as a consumer."""
+        """(high watermark, record bytes) of one Fetch v5 for one partition, as a consumer."""
         conn = await self._leader_conn(topic, partition)
         body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes,
+                "isolation_level": READ_UNCOMMITTED,
                 "topics": [{"topic": topic, "partitions": [
-                    {"partition": partition, "fetch_offset": offset, "partition_max_bytes": max_bytes}]}]}
+                    {"partition": partition, "fetch_offset": offset, "log_start_offset": -1,
+                     "partition_max_bytes": max_bytes}]}]}
         try:
             raw = await asyncio.wait_for(
                 conn.send_raw(ApiKey.FETCH, FETCH_VERSION, request_codec(ApiKey.FETCH, FETCH_VERSION).encode(body)),
@@ -290,8 +331,8 @@ class BrokerSession:
         p = decode_fetch_response(raw, FETCH_VERSION)["responses"][0]["partitions"][0]
         code = p["error_code"]
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            raise MinibrokerError(f"offset {offset} is out of range for {topic}-{partition} (OFFSET_OUT_OF_RANGE): "
-                                  f"the log does not hold it (deleted by retention, or not written yet)")
+            raise _OutOfRange(f"offset {offset} is out of range for {topic}-{partition} (OFFSET_OUT_OF_RANGE): "
+                              f"the log does not hold it (deleted by retention, or not written yet)")
         if code != ErrorCode.NONE:
             if _retriable(code):
                 self._forget(topic)
@@ -299,8 +340,8 @@ class BrokerSession:
             raise MinibrokerError(f"fetch {topic}-{partition} at offset {offset}: {ErrorCode.name_of(code)}")
         return p["high_watermark"], bytes(p["records"] or b"")
 
-    def fetch_range(self, topic: str, partition: int, start: int, end: int,
-                    max_bytes: int = 1 << 20) -> Iterator[list[Record]]:
+    def fetch_range(self, topic: str, partition: int, start: int, end: int, max_bytes: int = 1 << 20,
+                    with_headers: bool = False, fail_on_data_loss: bool = True) -> Iterator[list[Record]]:
         """Every record with start <= offset < end, in offset order, as one list per fetch.
 
         A fetch response may end with a cut-off message (the broker sends a slice of a segment);
@@ -309,13 +350,17 @@ class BrokerSession:
         offsets, so those before `start` are dropped. The range was planned below the high
         watermark; a leader change can hold the watermark back for a moment, so an empty answer
         is retried within the connect timeout before the range is declared beyond the log.
+
+        Offsets that retention deleted (or a deleted topic) after the range was planned are data
+        loss, as in Spark's Kafka source: DataLossError naming the partition and the lost range,
+        or with `fail_on_data_loss` false a warning and a skip to the log's start.
         """
         offset = start
         deadline: float | None = None
         while offset < end:
             try:
                 hw, data = self._run(self._fetch(topic, partition, offset, max_bytes))
-                records = decode_records(data)
+                records = decode_records(data, with_headers)
                 nxt = records[-1].offset + 1 if records else offset
                 if nxt <= offset:
                     if hw > offset and max_bytes < _MAX_FETCH_BYTES:
@@ -324,6 +369,9 @@ class BrokerSession:
                         continue
                     raise _Retry(f"offset range {start}..{end} of {topic}-{partition} goes beyond the log, "
                                  f"which ends at {hw} (high watermark)")
+            except _OutOfRange as e:
+                offset = self._skip_lost(topic, partition, offset, end, fail_on_data_loss, e)
+                continue
             except _Retry as e:
                 deadline = deadline or time.monotonic() + self.settings.connect_timeout_s
                 if time.monotonic() >= deadline:
@@ -335,6 +383,26 @@ class BrokerSession:
             offset = nxt
             if batch:
                 yield batch
+
+    def _skip_lost(self, topic: str, partition: int, offset: int, end: int, fail: bool, cause: Exception) -> int:
+        """Where a read of [offset, end) goes on after OFFSET_OUT_OF_RANGE at `offset`: fails with
+        the lost range, or (not `fail`) returns the log start, or `end` when nothing of the range is left."""
+        try:
+            earliest = self.list_offsets(topic, [partition], EARLIEST)[partition]
+            latest = self.list_offsets(topic, [partition], LATEST)[partition]
+        except MinibrokerError as e:  # the topic is gone: nothing of the range is left
+            earliest = latest = -1
+            held = f"the topic is gone ({e})"
+        else:
+            held = f"the log now holds offsets [{earliest}, {latest})"
+        if earliest <= offset < latest:
+            raise MinibrokerError(f"reading {topic}-{partition} at offset {offset}: {cause}") from cause
+        lost_to = end if earliest < 0 or earliest >= end or offset >= latest else earliest
+        message = f"Could not read records in offset [{offset}, {lost_to}) for topic partition {topic}-{partition}: {held}"
+        if fail:
+            raise DataLossError(f"{message}. {DATA_LOSS_FAIL}") from cause
+        _log.warning("%s; records in [%d, %d) are skipped. %s", message, offset, lost_to, DATA_LOSS_SKIP)
+        return lost_to
 
     # ---- committing to a consumer group ------------------------------------------------------
 
@@ -425,3 +493,7 @@ _MAX_FETCH_BYTES = 64 << 20
 
 class _Retry(Exception):
     """A transient condition (no leader yet, leader moved, connection dropped): try again."""
+
+
+class _OutOfRange(Exception):
+    """Fetch answered OFFSET_OUT_OF_RANGE: the offset is below the log start or above its end."""

@@ -16,6 +16,10 @@ from protocol.records.message_set import NO_TIMESTAMP, Record
 SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
               "timestamp timestamp, timestampType int")
 COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+# With includeHeaders, Spark's Kafka source adds this last column; null for a record without headers.
+HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
+SCHEMA_WITH_HEADERS_DDL = f"{SCHEMA_DDL}, {HEADERS_DDL}"
+HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
 # What Spark expects back for SCHEMA_DDL (pyspark's to_arrow_schema with timezone UTC).
 ARROW_SCHEMA = pa.schema([
@@ -27,22 +31,30 @@ ARROW_SCHEMA = pa.schema([
     pa.field("timestamp", pa.timestamp("us", tz="UTC")),
     pa.field("timestampType", pa.int32()),
 ])
+ARROW_SCHEMA_WITH_HEADERS = ARROW_SCHEMA.append(pa.field("headers", HEADERS_TYPE))
 
-# Kafka's TimestampType ids as Spark's Kafka source reports them. minibroker keeps producers'
-# timestamps (it has no LogAppendTime), so a message carries CreateTime unless it has none.
-CREATE_TIME, NO_TIMESTAMP_TYPE = 0, -1
+# Kafka's TimestampType ids as Spark's Kafka source reports them: CreateTime (0), LogAppendTime (1,
+# a topic with message.timestamp.type=LogAppendTime, as its RecordBatch v2 says), -1 without a timestamp.
+CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE = 0, 1, -1
 
 
-def record_batch(topic: str, partition: int, records: Sequence[Record]) -> pa.RecordBatch:
-    """One Arrow batch of `records` (all from one topic partition) in the source's schema."""
+def record_batch(topic: str, partition: int, records: Sequence[Record], headers: bool = False) -> pa.RecordBatch:
+    """One Arrow batch of `records` (all from one topic partition) in the source's schema, with
+    the `headers` column when asked for (includeHeaders)."""
     n = len(records)
     timestamps = [None if r.timestamp == NO_TIMESTAMP else r.timestamp * 1000 for r in records]
-    return pa.RecordBatch.from_arrays([
+    columns = [
         pa.array([r.key for r in records], pa.binary()),
         pa.array([r.value for r in records], pa.binary()),
         pa.array([topic] * n, pa.string()),
         pa.array([partition] * n, pa.int32()),
         pa.array([r.offset for r in records], pa.int64()),
         pa.array(timestamps, pa.timestamp("us", tz="UTC")),
-        pa.array([NO_TIMESTAMP_TYPE if t is None else CREATE_TIME for t in timestamps], pa.int32()),
-    ], schema=ARROW_SCHEMA)
+        pa.array([NO_TIMESTAMP_TYPE if t is None else r.timestamp_type for t, r in zip(timestamps, records, strict=True)],
+                 pa.int32()),
+    ]
+    if not headers:
+        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+    columns.append(pa.array([[{"key": k, "value": v} for k, v in r.headers] if r.headers else None for r in records],
+                            HEADERS_TYPE))
+    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA_WITH_HEADERS)

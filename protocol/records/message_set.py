@@ -76,6 +76,11 @@ class Record:
     timestamp: int
     key: bytes | None
     value: bytes | None
+    # RecordBatch v2 headers (key, value), filled only when asked for (decode_records(with_headers=True));
+    # magic 0/1 messages have none.
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    # 1 when a RecordBatch v2 says LogAppendTime (decode_records), else 0 (CreateTime).
+    timestamp_type: int = 0
 
 
 def scan_entries(buf: bytes | bytearray | memoryview, start: int = 0) -> Iterator[tuple[int, int, int]]:

@@ -55,10 +55,14 @@ _I16 = struct.Struct(">h")
 
 # (offset, timestamp, key, value): the fields of protocol.records.message_set.Record
 BatchRecord = tuple[int, int, bytes | None, bytes | None]
+# A record's headers: (key decoded as UTF-8, value or None), in record order.
+Headers = tuple[tuple[str, bytes | None], ...]
 
 
 def _records(batch: memoryview, attributes: int, count: int, base_offset: int, first_ts: int,
-             max_inflated: int | None, log_append_time: int | None = None) -> list[BatchRecord]:
+             max_inflated: int | None, log_append_time: int | None = None,
+             headers_out: list[Headers] | None = None) -> list[BatchRecord]:
+    """The batch's records; with `headers_out`, each record's headers are appended to it too."""
     body = batch[HEADER_SIZE:]
     codec = attributes & 0x07
     if codec != compression.NONE:
@@ -76,11 +80,15 @@ def _records(batch: memoryview, attributes: int, count: int, base_offset: int, f
             for _ in range(2):
                 n = r.varint()
                 fields.append(None if n < 0 else bytes(r.raw(n)))
+            headers: list[tuple[str, bytes | None]] = []
             for _ in range(r.varint()):
-                r.raw(r.varint())
+                hkey = r.raw(r.varint())
                 n = r.varint()
-                if n >= 0:
-                    r.raw(n)
+                hvalue = None if n < 0 else r.raw(n)
+                if headers_out is not None:
+                    headers.append((str(hkey, "utf-8", "replace"), None if hvalue is None else bytes(hvalue)))
+            if headers_out is not None:
+                headers_out.append(tuple(headers))
             if r.pos - start != length:
                 raise RecordsError.corrupt("record length disagrees with its fields")
             ts = log_append_time if log_append_time is not None else first_ts + ts_delta
@@ -90,14 +98,15 @@ def _records(batch: memoryview, attributes: int, count: int, base_offset: int, f
     return out
 
 
-def parse_batch(buf: memoryview, pos: int, strict: bool,
-                max_bytes: int | None = None) -> tuple[list[BatchRecord], int] | None:
+def parse_batch(buf: memoryview, pos: int, strict: bool, max_bytes: int | None = None,
+                headers_out: list[Headers] | None = None) -> tuple[list[BatchRecord], int] | None:
     """Records of the batch at pos, with absolute offsets, and the position after the batch.
 
     A cut-off batch raises when strict (a produce request), else gives None (a fetched tail).
     With max_bytes (the message size limit), a larger batch is MESSAGE_TOO_LARGE before its CRC
     is checked or its records inflated, and its inner records may inflate to at most
-    compression.inflated_limit(max_bytes).
+    compression.inflated_limit(max_bytes). With `headers_out`, each record's headers are
+    appended to it, in record order.
     """
     if pos + HEADER_SIZE > len(buf):
         if strict:
@@ -125,7 +134,7 @@ def parse_batch(buf: memoryview, pos: int, strict: bool,
     # Under LogAppendTime every record's timestamp is the batch's max timestamp (Kafka's
     # DefaultRecordBatch hands it to each record).
     log_append_time = max_ts if attributes & TIMESTAMP_TYPE_BIT else None
-    return _records(batch, attributes, count, base_offset, first_ts, inflated, log_append_time), end
+    return _records(batch, attributes, count, base_offset, first_ts, inflated, log_append_time, headers_out), end
 
 
 # ---- in-place header edits --------------------------------------------------------------------

@@ -50,6 +50,7 @@ NO_LEADER_EPOCH = -1  # Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH (magic 0/1
 TIME_HEAD_SIZE = RECORD_BATCH_HEADER_SIZE
 _LOG_ENTRY_HEAD = fixed(LogEntryHead)
 _V1_ATTRIBUTES_TIMESTAMP = fixed(MessageV1Head, "attributes", "timestamp")
+_I16 = struct.Struct(">h")
 _V1_ATTRIBUTES_AT = offset_of(MessageV1Head, "attributes")
 _V1_HEAD_SIZE = size_of(MessageV1Head)
 _LOG_APPEND_TIME_V1 = 0x08  # message attributes bit 3 (magic 1)
@@ -125,19 +126,27 @@ def shallow_validate(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
     return pos, last
 
 
-def decode_records(data: bytes | bytearray | memoryview) -> list[Record]:
+def decode_records(data: bytes | bytearray | memoryview, with_headers: bool = False) -> list[Record]:
     """Every record of a set in any format (magic 0/1 entries and magic 2 batches, even mixed),
-    compressed wrappers flattened to absolute offsets; a cut-off tail is ignored."""
+    compressed wrappers flattened to absolute offsets; a cut-off tail is ignored. With
+    `with_headers`, records of v2 batches carry their headers."""
     buf = memoryview(data)
     out: list[Record] = []
     pos = 0
     while pos + LOG_OVERHEAD <= len(buf):
         if magic_at(buf, pos) == RECORD_BATCH_MAGIC:
-            batch = record_batch.parse_batch(buf, pos, strict=False)
+            headers: list[record_batch.Headers] | None = [] if with_headers else None
+            batch = record_batch.parse_batch(buf, pos, strict=False, headers_out=headers)
             if batch is None:
                 break
+            attributes = _I16.unpack_from(buf, pos + record_batch.ATTRIBUTES_AT)[0]
+            ts_type = 1 if attributes & record_batch.TIMESTAMP_TYPE_BIT else 0
             records, pos = batch
-            out.extend(Record(o, t, k, v) for o, t, k, v in records)
+            if headers or ts_type:
+                hs = headers or [()] * len(records)
+                out.extend(Record(o, t, k, v, h, ts_type) for (o, t, k, v), h in zip(records, hs, strict=True))
+            else:
+                out.extend(Record(o, t, k, v) for o, t, k, v in records)
             continue
         entry = message_set.decode_entry(buf, pos)
         if entry is None:

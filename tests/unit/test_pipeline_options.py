@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.client import EARLIEST, LATEST, MinibrokerError, parse_bootstrap
-from pipeline.options import ReadOptions, WriteOptions, parse_offsets
+from pipeline.options import ReadOptions, Subscription, WriteOptions, parse_offsets
 from pipeline.partitioner import RoundRobin, murmur2, partition_for_key
 
 
@@ -17,24 +17,32 @@ def test_bootstrap_parsing() -> None:
 
 
 def test_offsets_option_forms() -> None:
-    assert parse_offsets(None, "startingOffsets", "t", EARLIEST) == (EARLIEST, {})
-    assert parse_offsets("latest", "startingOffsets", "t", EARLIEST) == (LATEST, {})
-    assert parse_offsets('{"t": {"0": 23, "1": -2}}', "startingOffsets", "t", LATEST) == (LATEST, {0: 23, 1: -2})
+    t = Subscription(topics=("t", "u"))
+    assert parse_offsets(None, "startingOffsets", t, EARLIEST) == (EARLIEST, {})
+    assert parse_offsets("latest", "startingOffsets", t, EARLIEST) == (LATEST, {})
+    assert parse_offsets('{"t": {"0": 23, "1": -2}, "u": {"3": 1}}', "startingOffsets", t, LATEST) == (
+        LATEST, {"t": {0: 23, 1: -2}, "u": {3: 1}})
     with pytest.raises(MinibrokerError, match="names topic"):
-        parse_offsets('{"other": {"0": 1}}', "startingOffsets", "t", LATEST)
+        parse_offsets('{"other": {"0": 1}}', "startingOffsets", t, LATEST)
     with pytest.raises(MinibrokerError, match="must be >= 0"):
-        parse_offsets('{"t": {"0": -3}}', "startingOffsets", "t", LATEST)
+        parse_offsets('{"t": {"0": -3}}', "startingOffsets", t, LATEST)
     with pytest.raises(MinibrokerError, match="JSON"):
-        parse_offsets("{nope", "endingOffsets", "t", LATEST)
+        parse_offsets("{nope", "endingOffsets", t, LATEST)
+    # With a pattern, any topic the pattern matches may be named.
+    pattern = Subscription(pattern="ev-.*")
+    assert parse_offsets('{"ev-1": {"0": 4}}', "startingOffsets", pattern, LATEST) == (LATEST, {"ev-1": {0: 4}})
+    with pytest.raises(MinibrokerError, match="names topic"):
+        parse_offsets('{"xev-1": {"0": 4}}', "startingOffsets", pattern, LATEST)
 
 
 def test_read_and_write_options() -> None:
     r = ReadOptions.parse({"bootstrap.servers": "h:1", "TOPIC": "t", "timeout.ms": "3000"}, streaming=True)
-    assert r.topic == "t" and r.starting == (LATEST, {}) and r.settings.connect_timeout_s == 3.0
+    assert r.subscription == Subscription(topics=("t",)) and r.starting == (LATEST, {})
+    assert r.settings.connect_timeout_s == 3.0
     with pytest.raises(MinibrokerError, match="bootstrap.servers"):
         ReadOptions.parse({"topic": "t"}, streaming=False)
-    with pytest.raises(MinibrokerError, match="one topic"):
-        ReadOptions.parse({"bootstrap.servers": "h:1", "topic": "a,b"}, streaming=False)
+    assert ReadOptions.parse({"bootstrap.servers": "h:1", "topic": "a, b"}, streaming=False).subscription.topics == (
+        "a", "b")
     with pytest.raises(MinibrokerError, match="batch queries only"):
         ReadOptions.parse({"bootstrap.servers": "h:1", "topic": "t", "endingOffsets": "latest"}, streaming=True)
     w = WriteOptions.parse({"bootstrap.servers": "h:1", "acks": "1", "compression.type": "lz4"})
@@ -47,7 +55,7 @@ def test_timestamp_options_follow_spark() -> None:
     base = {"bootstrap.servers": "h:1", "topic": "t"}
     r = ReadOptions.parse(base | {"startingOffsetsByTimestamp": '{"t": {"0": 1700000000000, "1": 5}}'},
                           streaming=False)
-    assert r.starting_by_timestamp == (None, {0: 1700000000000, 1: 5})
+    assert r.starting_by_timestamp == (None, {"t": {0: 1700000000000, 1: 5}})
     assert r.starting_timestamp_strategy == "error" and r.ending_by_timestamp is None
     # startingTimestamp wins over startingOffsetsByTimestamp, as in Spark; the strategy is case-blind.
     r = ReadOptions.parse(base | {"startingTimestamp": "42", "startingOffsetsByTimestamp": '{"t": {"0": 1}}',
