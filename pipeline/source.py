@@ -22,6 +22,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
 )
@@ -36,7 +37,7 @@ except ImportError:  # pragma: no cover - depends on the installed pyspark
 from pipeline.client import EARLIEST, LATEST, BrokerSession, MinibrokerError
 from pipeline.options import STRATEGY_LATEST, OffsetSpec, ReadOptions, TimestampSpec, WriteOptions
 from pipeline.rows import SCHEMA_DDL, record_batch
-from pipeline.sink import MinibrokerWriter
+from pipeline.sink import MinibrokerWriter, stream_writer
 
 Offsets = dict[int, int]  # partition -> offset
 
@@ -79,6 +80,9 @@ class MinibrokerDataSource(DataSource):
         if overwrite:
             raise MinibrokerError("a topic can only be appended to: use mode('append')")
         return MinibrokerWriter(WriteOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+        return stream_writer(WriteOptions.parse(self.options), schema)
 
 
 _SCHEMA_TYPES = [("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
