@@ -9,7 +9,8 @@ confluent-kafka. Then, in one Spark session (--master, local[2] by default):
   task per topic partition (minPartitions 1x) and, when this tree's source has the option,
   `minPartitions` = 4 x partitions;
 - the streaming sink: a stream topic -> transform -> minibroker sink (`writeStream`, idempotent,
-  acks=all) with trigger(availableNow=True), rows/s from start to end of the query;
+  acks=all) with trigger(availableNow=True), rows/s from start to end of the query, next to the
+  same stream into Spark's `noop` sink (the streaming read's share);
 - the batch sink: `df.write` of the same number of rows made in Spark (`spark.range`).
 
 Each Spark measurement runs once after a small warm-up query. Speed is measured here, never in tests.
@@ -105,14 +106,18 @@ def spark_read(spark: Any, bootstrap: str, topic: str, n: int, **options: str) -
     return elapsed, tasks
 
 
-def stream_sink(spark: Any, bootstrap: str, src: str, dst: str, n: int, checkpoint: Path) -> float:  # noqa: ANN401
+def stream_sink(spark: Any, bootstrap: str, src: str, dst: str | None, n: int, checkpoint: Path) -> float:  # noqa: ANN401
+    """A stream src -> dst through the sink (dst None: Spark's `noop` sink, the read alone)."""
     t0 = time.monotonic()
-    query = (spark.readStream.format("minibroker").option("bootstrap.servers", bootstrap).option("topic", src)
-             .option("startingOffsets", "earliest").load()
-             .selectExpr("key", "value", "array(named_struct('key', 'src', 'value', "
-                         "CAST(concat(partition, ':', offset) AS BINARY))) AS headers")
-             .writeStream.format("minibroker").option("bootstrap.servers", bootstrap).option("topic", dst)
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    stream = (spark.readStream.format("minibroker").option("bootstrap.servers", bootstrap).option("topic", src)
+              .option("startingOffsets", "earliest").load()
+              .selectExpr("key", "value", "array(named_struct('key', 'src', 'value', "
+                          "CAST(concat(partition, ':', offset) AS BINARY))) AS headers").writeStream)
+    if dst is None:
+        stream = stream.format("noop")
+    else:
+        stream = stream.format("minibroker").option("bootstrap.servers", bootstrap).option("topic", dst)
+    query = stream.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
     query.awaitTermination()
     elapsed = time.monotonic() - t0
     assert query.exception() is None, query.exception()
@@ -166,6 +171,9 @@ def main() -> None:
                 detail["read_4x_tasks"] = tasks
             else:
                 detail["read_4x"] = "not run: this tree's source has no minPartitions option"
+            progress("stream read alone: bench-in -> noop sink, availableNow")
+            rates["stream read -> noop sink"] = n / stream_sink(spark, bootstrap, "bench-in", None, n,
+                                                                 scratch / "checkpoint-noop")
             progress("streaming sink: stream bench-in -> bench-out, availableNow")
             rates["stream read + sink (writeStream)"] = n / stream_sink(spark, bootstrap, "bench-in", "bench-out", n,
                                                                          scratch / "checkpoint")
