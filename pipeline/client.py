@@ -5,7 +5,8 @@ Spark runs a data source's methods in separate Python worker processes, each cal
 `fetcher.connection.KafkaConnection` on it, so no thread or loop outlives one planning call,
 one partition read or one write task. It speaks only what minibroker serves: Metadata v1,
 ListOffsets v1, Fetch v5 (RecordBatch v2 as stored, so record headers arrive; v3 would get
-them down-converted to magic 1, which has no headers), Produce v2, and FindCoordinator v1 with OffsetCommit v2 for the
+them down-converted to magic 1, which has no headers), Produce v8 with RecordBatch v2 (headers;
+InitProducerId v1 for the idempotent sink), and FindCoordinator v1 with OffsetCommit v2 for the
 streaming source's optional commits to a group; always as a consumer (replica_id -1) so that reads
 and "latest" offsets stop at the high watermark, i.e. at data that can no longer disappear.
 
@@ -26,7 +27,7 @@ from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_response
-from protocol.records.message_set import Record, build_message_set
+from protocol.records.message_set import Record
 from protocol.records.records import decode_records
 from protocol.schema import request_codec
 
@@ -36,6 +37,10 @@ FETCH_VERSION = 5
 READ_UNCOMMITTED = 0  # isolation_level; minibroker has no transactions, so both levels read alike
 FIND_COORDINATOR_VERSION = 1
 OFFSET_COMMIT_VERSION = 2  # the first with generation, member id and a retention time (-1: the broker's)
+PRODUCE_VERSION = 8  # Kafka 2.8's producer's: RecordBatch v2 (headers, producer id, sequence), error_message
+INIT_PRODUCER_ID_VERSION = 1  # the last non-flexible one; an idempotent producer needs nothing newer
+_NO_TRANSACTION_TIMEOUT_MS = 2**31 - 1  # what Kafka's idempotent producer sends (Integer.MAX_VALUE)
+_ANSWER_MARGIN_S = 5.0
 EARLIEST, LATEST = -2, -1
 _RETRY_BACKOFF_S = 0.2
 
@@ -452,32 +457,66 @@ class BrokerSession:
 
     # ---- produce -----------------------------------------------------------------------------
 
-    async def _produce(self, topic: str, partition: int, data: bytes, acks: int) -> int:
-        conn = await self._leader_conn(topic, partition)
-        body = {"acks": acks, "timeout_ms": int(self.settings.request_timeout_s * 1000),
-                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": data}]}]}
+    async def _init_producer_id(self) -> tuple[int, int]:
+        conn = await self._any_broker()
+        body = {"transactional_id": None, "transaction_timeout_ms": _NO_TRANSACTION_TIMEOUT_MS}
         try:
-            resp = await self._request(conn, ApiKey.PRODUCE, 2, body)
+            resp = await self._request(conn, ApiKey.INIT_PRODUCER_ID, INIT_PRODUCER_ID_VERSION, body)
+        except ConnectionError as e:
+            self._drop((conn.host, conn.port))
+            raise _Retry(f"InitProducerId to {conn.host}:{conn.port} failed: {e}") from e
+        code = resp["error_code"]
+        if code != ErrorCode.NONE:
+            if _retriable(code):
+                raise _Retry(f"InitProducerId: {ErrorCode.name_of(code)}")
+            raise MinibrokerError(f"InitProducerId failed: {ErrorCode.name_of(code)}")
+        return resp["producer_id"], resp["producer_epoch"]
+
+    def init_producer_id(self) -> tuple[int, int]:
+        """(producer id, epoch) for an idempotent producer (no transactional id), from any broker."""
+        return self._retrying(self._init_producer_id, "getting a producer id (InitProducerId)")
+
+    async def _produce_batch(self, topic: str, partition: int, batch: bytes, acks: int, idempotent: bool) -> int:
+        conn = await self._leader_conn(topic, partition)
+        body = {"transactional_id": None, "acks": acks, "timeout_ms": int(self.settings.request_timeout_s * 1000),
+                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+        try:
+            # The broker waits up to timeout_ms for the replicas; give its answer time to arrive.
+            resp = await conn.request(ApiKey.PRODUCE, PRODUCE_VERSION, body,
+                                      timeout=self.settings.request_timeout_s + _ANSWER_MARGIN_S)
         except ConnectionError as e:
             self._forget(topic, conn)
             raise _Retry(f"produce to {conn.host}:{conn.port} failed: {e}") from e
+        except TimeoutError as e:
+            self._forget(topic, conn)
+            if idempotent:  # the same batch again is recognised by its sequence, never appended twice
+                raise _Retry(f"produce to {conn.host}:{conn.port}: no answer within "
+                             f"{self.settings.request_timeout_s:g} s") from e
+            raise MinibrokerError(f"produce to {topic}-{partition}: no answer from {conn.host}:{conn.port} within "
+                                  f"{self.settings.request_timeout_s:g} s (option request.timeout.ms)") from e
         r = resp["responses"][0]["partition_responses"][0]
         code = r["error_code"]
+        if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+            return -1  # appended by an earlier attempt of this very request
         if code != ErrorCode.NONE:
             if _retriable(code):
                 self._forget(topic)
                 raise _Retry(f"produce {topic}-{partition}: {ErrorCode.name_of(code)}")
-            raise MinibrokerError(f"produce to {topic}-{partition} failed: {ErrorCode.name_of(code)}")
+            detail = f": {r['error_message']}" if r.get("error_message") else ""
+            raise MinibrokerError(f"produce to {topic}-{partition} failed: {ErrorCode.name_of(code)}{detail}")
         return r["base_offset"]
 
-    def produce(self, topic: str, partition: int, records: list[tuple[bytes | None, bytes | None, int]],
-                acks: int = -1, codec: int = 0) -> int:
-        """Appends (key, value, timestamp_ms) records as one message set; returns the base offset.
+    def produce_batch(self, topic: str, partition: int, batch: bytes, acks: int = -1,
+                      idempotent: bool = False) -> int:
+        """Appends one RecordBatch v2 (Produce v8); returns its base offset (-1: a duplicate).
 
-        Like a Kafka producer without idempotence, a retry after a lost answer may append twice.
+        A request that got no answer (connection lost, timeout, leader moved) is sent again with
+        the same bytes until the connect timeout has passed. With a producer id and sequence in
+        the batch (`idempotent`), the partition's leader recognises a batch it already appended
+        and answers with the original offsets instead of appending it twice; without one, a
+        retry after a lost answer may append twice, as with any non-idempotent Kafka producer.
         """
-        data = build_message_set(records, magic=1, codec=codec)
-        return self._retrying(lambda: self._produce(topic, partition, data, acks),
+        return self._retrying(lambda: self._produce_batch(topic, partition, batch, acks, idempotent),
                               f"producing to {topic}-{partition}")
 
 

@@ -26,6 +26,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
 )
@@ -49,7 +50,7 @@ from pipeline.client import (
 from pipeline.options import STRATEGY_LATEST, OffsetSpec, ReadOptions, TimestampSpec, WriteOptions
 from pipeline.ranges import Range, split_ranges
 from pipeline.rows import SCHEMA_DDL, SCHEMA_WITH_HEADERS_DDL, record_batch
-from pipeline.sink import MinibrokerWriter
+from pipeline.sink import MinibrokerWriter, stream_writer
 
 TP = tuple[str, int]  # (topic, partition)
 Offsets = dict[TP, int]  # (topic, partition) -> offset
@@ -101,6 +102,9 @@ class MinibrokerDataSource(DataSource):
         if overwrite:
             raise MinibrokerError("a topic can only be appended to: use mode('append')")
         return MinibrokerWriter(WriteOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+        return stream_writer(WriteOptions.parse(self.options), schema)
 
 
 _SCHEMA_TYPES = [("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
