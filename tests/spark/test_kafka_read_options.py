@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,6 +139,33 @@ def test_headers_from_confluent_kafka(spark, broker) -> None:  # noqa: ANN001
             for _, h in got] == [sent[0], None, sent[2], sent[3]]  # Spark's source: null when there are none
     # Without the option there is no headers column.
     assert "headers" not in read(spark, broker, subscribe=topic).columns
+
+
+
+def test_headers_round_trip_confluent_kafka_to_spark_to_the_sink_to_kcat(spark, broker) -> None:  # noqa: ANN001
+    """Issue 22's round trip: headers written by confluent-kafka, read by the source with
+    includeHeaders, written back out by the sink from the `headers` column, read by kcat."""
+    src, out = "hdr-in", "hdr-out"
+    asyncio.run(create_topic(broker, src, 1))
+    asyncio.run(create_topic(broker, out, 1))
+    sent = [[("trace-id", b"abc"), ("dup", b"1"), ("dup", b"2")],
+            [("empty", b"")],
+            [("unicode-ключ", "значение".encode())]]
+    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": False})
+    for i, headers in enumerate(sent):
+        p.produce(src, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=headers)
+    assert p.flush(60) == 0
+
+    df = read(spark, broker, subscribe=src, includeHeaders="true").select("key", "value", "headers")
+    (df.coalesce(1).write.format("minibroker").option("bootstrap.servers", broker.bootstrap)
+     .option("topic", out).mode("append").save())
+
+    got = subprocess.run(["kcat", "-b", broker.bootstrap, "-C", "-t", out, "-o", "beginning", "-e", "-q", "-J"],
+                         capture_output=True, timeout=60, check=True).stdout.decode().splitlines()
+    envelopes = sorted((json.loads(line) for line in got if line), key=lambda e: e["offset"])
+    assert [(e["key"], e["payload"]) for e in envelopes] == [(f"k{i}", f"v{i}") for i in range(len(sent))]
+    # kcat -J lists headers as [key, value, key, value, ...], in record order.
+    assert [e["headers"] for e in envelopes] == [[x for k, v in h for x in (k, v.decode())] for h in sent]
 
 
 def test_log_append_time_topic_reads_timestamp_type_1(spark, broker) -> None:  # noqa: ANN001
