@@ -24,6 +24,7 @@ import structlog
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.messages import MODULES
 
 if TYPE_CHECKING:
     from broker.dispatch import RequestContext
@@ -110,7 +111,7 @@ def allowed(ctx: RequestContext, name: str = CLUSTER_NAME, which: int = 0, count
 
 
 def denied(ctx: RequestContext, r: Rule, name: str) -> None:
-    api = ApiKey(ctx.api_key).name
+    api = str(MODULES[ApiKey(ctx.api_key)].NAME)  # as requests_total names it: Produce, JoinGroup...
     counter = ctx.services.authorizer.denials
     if counter is not None:
         counter.inc(api=api)

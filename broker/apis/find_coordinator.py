@@ -37,6 +37,7 @@ from protocol.topic import GROUP_METADATA_TOPIC_NAME
 _MESSAGES = {
     ErrorCode.NONE: "NONE",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
     ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "
                                "library or the message was sent to an incompatible broker. See the broker logs "
                                "for more details.",
