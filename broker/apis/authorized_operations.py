@@ -2,8 +2,8 @@
 
 Kafka answers INT32_MIN when the client did not ask, and otherwise the operations the
 authorizer allows; with no authorizer configured that is every operation Kafka supports on the
-resource (AuthHelper.authorizedOperations, AclEntry.supportedOperations in Kafka 2.8). This broker
-has no authorizer yet, so it answers those sets; an authorizer would filter them here.
+resource (AuthHelper.authorizedOperations, AclEntry.supportedOperations in Kafka 2.8). These are
+those sets; with an authorizer the handlers answer broker.apis.authorization.operations instead.
 """
 
 from __future__ import annotations

@@ -64,6 +64,9 @@ delayed before anything is read, by round((O - T) / T * W), and the response car
 that delay as throttle_time_ms (v1+). The bytes sent are recorded afterwards. Delaying
 before the read, rather than holding a finished response as 0.10.1 did, means a throttled
 consumer holds no log data while it waits, and gets the freshest data when it resumes.
+Authorization (broker.apis.authorization): a consumer needs Read on each topic, a follower
+ClusterAction on the cluster; refused partitions are TOPIC_AUTHORIZATION_FAILED and do not end a
+long poll.
 """
 
 from __future__ import annotations
@@ -297,7 +300,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
         responses, total, throttled_bytes, held_back = _read_all(ctx, request, first_pass, zstd_topics, refused)
         first_pass = False
         remaining = deadline - time.monotonic()
-        errors = any(p["error_code"] for t in responses for p in t["partitions"])
+        # A refused topic's partitions do not end the wait (as Kafka, where only the authorized
+        # partitions go to the delayed fetch), or a consumer holding one would poll in a loop.
+        errors = any(p["error_code"] for t in responses if t["topic"] not in refused for p in t["partitions"])
         if total >= min_bytes or remaining <= 0 or errors:
             if throttled_bytes:
                 services.throttles.leader.record(throttled_bytes)

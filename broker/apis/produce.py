@@ -42,6 +42,10 @@ quota.
 Size: a batch or top-level message larger than the limit is MESSAGE_TOO_LARGE before anything
 is decompressed, and a compressed one may inflate only to a bound tied to that limit
 (protocol.records.compression), so a small gzip bomb is refused without being inflated in full.
+Authorization (broker.apis.authorization): Write on each topic, else TOPIC_AUTHORIZATION_FAILED
+for its partitions; a request with a transactional id needs Write on it, one with idempotent
+batches IdempotentWrite on the cluster (Kafka 2.8), else every partition gets
+TRANSACTIONAL_ID_ / CLUSTER_AUTHORIZATION_FAILED. Checked before anything else of a partition.
 """
 
 from __future__ import annotations
