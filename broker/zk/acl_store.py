@@ -14,6 +14,7 @@ look inside it. Resource types and pattern types are passed as Kafka's PascalCas
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ EXTENDED_ROOT = "/kafka-acl-extended"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs
 # The roots Kafka creates at start (ZkData.PersistentZkPaths through ZkAclStore.securePaths).
 PERSISTENT_PATHS = (LITERAL_ROOT, LITERAL_CHANGES, f"{EXTENDED_ROOT}/prefixed", EXTENDED_CHANGES)
 
@@ -132,22 +134,12 @@ class AclStore:
             watches.append(await self.zk.watch_children(parent, follower))
         return watches
 
-    async def purge_changes_older_than(self, keep: int = 1000) -> None:
-        """Keeps the newest `keep` notifications of each kind (Kafka purges them after 15 minutes)."""
-        for parent in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            try:
-                names = sorted(await self.zk.get_children(parent))
-            except NoNodeError:
-                continue
-            for name in names[:-keep] if len(names) > keep else []:
-                try:
-                    await self.zk.delete(f"{parent}/{name}")
-                except NoNodeError:
-                    pass
-
 
 class _ChangeFollower:
-    """The children watch's callback: processes new sequence numbers once, in order."""
+    """The children watch's callback: processes new sequence numbers once, in order, then deletes
+    notifications older than CHANGE_EXPIRATION_MS (ZkNodeChangeNotificationListener's purge; any
+    broker may do it, and a broker that was away that long reloads nothing it missed: the
+    resources themselves are re-read at its next start)."""
 
     def __init__(self, zk: ZkClient, parent: str, on_change: Callable[[StoredPattern], Awaitable[None]]) -> None:
         self.zk = zk
@@ -172,3 +164,16 @@ class _ChangeFollower:
             self.last_seq = seq
             if pattern is not None:
                 await self.on_change(pattern)
+        await self._purge(seqs)
+
+    async def _purge(self, seqs: list[int]) -> None:
+        # Oldest first; sequence order is creation order, so the first young one ends the pass.
+        horizon = time.time() * 1000 - CHANGE_EXPIRATION_MS
+        for seq in seqs:
+            path = f"{self.parent}/{CHANGE_PREFIX}{seq:010d}"
+            try:
+                if await self.zk.ctime_ms(path) > horizon:
+                    return
+                await self.zk.delete(path)
+            except NoNodeError:
+                continue  # another broker purged it first

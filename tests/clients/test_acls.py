@@ -387,3 +387,65 @@ def test_without_authorizer_the_acl_apis_are_security_disabled(tmp_path: Path,
 def test_acls_tool_needs_exactly_one_action(secured: Secured) -> None:
     out = minibroker("acls", "--bootstrap-server", secured.bootstrap, "--add", "--list", "--topic", "t")
     assert out.returncode == 1 and "exactly one action" in out.stderr
+
+
+def test_idempotent_produce_needs_idempotent_write(secured: Secured) -> None:
+    """Kafka 2.8: InitProducerId and a produce of idempotent batches need IdempotentWrite on the
+    cluster (the seeded cluster ACLs leave it out), whatever the topic grants."""
+    _topic(secured, "idem")
+    _add(secured, acls.topic("idem"), acls.allow(Op.WRITE))
+    _wait("Write on idem", lambda: _delivered(secured, "idem"))
+    before = _denials(secured, "InitProducerId")
+    p = Producer({"bootstrap.servers": secured.bootstrap, "enable.idempotence": True, "message.timeout.ms": 10000})
+    p.produce("idem", b"x")
+    # librdkafka makes the refused InitProducerId a fatal error of the producer, raised by flush.
+    with pytest.raises(KafkaException) as refused:
+        p.flush(30)
+    assert refused.value.args[0].fatal() and refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert _denials(secured, "InitProducerId") > before
+
+    # A batch carrying a producer id (built by kafka-python, as a producer that got one would send it).
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=4242,
+                                  producer_epoch=0, base_sequence=0, batch_size=1 << 20)
+    b.append(0, timestamp=None, key=None, value=b"idempotent", headers=[])
+
+    async def produce() -> int:
+        async with await connect(secured.bootstrap) as conn:
+            resp = await conn.request(ApiKey.PRODUCE, 8, {"acks": -1, "timeout_ms": 10000, "transactional_id": None,
+                                                          "topic_data": [{"name": "idem", "partition_data": [
+                                                              {"index": 0, "records": bytes(b.build())}]}]})
+            return int(resp["responses"][0]["partition_responses"][0]["error_code"])
+    assert asyncio.run(produce()) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+    _add(secured, acls.CLUSTER, acls.allow(Op.IDEMPOTENT_WRITE))
+
+    def idempotent_delivered() -> bool:
+        q = Producer({"bootstrap.servers": secured.bootstrap, "enable.idempotence": True,
+                      "message.timeout.ms": 10000})
+        out: list[KafkaError | None] = []
+        q.produce("idem", b"y", on_delivery=lambda err, msg: out.append(err))
+        try:
+            q.flush(20)
+        except KafkaException:  # still refused: the ACL has not reached that broker yet
+            return False
+        return out == [None]
+    _wait("IdempotentWrite on the cluster", idempotent_delivered, timeout=40)
+
+
+def test_offset_commit_needs_read_on_group_and_topic(secured: Secured) -> None:
+    _topic(secured, "commit-t")
+    _add(secured, acls.topic("commit-t"), acls.allow(Op.DESCRIBE))
+    _add(secured, acls.group("commit-g"), acls.allow(Op.READ))
+    _wait("every broker to hold the group ACL", lambda: all(_group_acl_applied(b.bootstrap, "commit-g")
+                                                            for b in secured.brokers))
+
+    async def commit(group: str) -> int:
+        async with await connect(secured.bootstrap) as conn:
+            resp = await conn.request(ApiKey.OFFSET_COMMIT, 2, {
+                "group_id": group, "generation_id": -1, "member_id": "", "retention_time_ms": -1,
+                "topics": [{"name": "commit-t", "partitions": [
+                    {"partition_index": 0, "committed_offset": 0, "committed_metadata": None}]}]})
+            return int(resp["topics"][0]["partitions"][0]["error_code"])
+    assert asyncio.run(commit("commit-g")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert asyncio.run(commit("commit-other")) == KafkaError.GROUP_AUTHORIZATION_FAILED
