@@ -65,7 +65,8 @@ RULES: dict[ApiKey, tuple[Rule, ...]] = {
     ApiKey.SYNC_GROUP: (GROUP_READ,),
     ApiKey.DESCRIBE_GROUPS: (GROUP_DESCRIBE,),
     ApiKey.LIST_GROUPS: (Rule(Op.DESCRIBE, T.CLUSTER), GROUP_DESCRIBE),  # cluster, else filter groups
-    ApiKey.CREATE_TOPICS: (Rule(Op.CREATE, T.CLUSTER), Rule(Op.CREATE, T.TOPIC)),  # cluster, else per topic
+    # cluster, else per topic; the created topic's configs in the answer
+    ApiKey.CREATE_TOPICS: (Rule(Op.CREATE, T.CLUSTER), Rule(Op.CREATE, T.TOPIC), Rule(Op.DESCRIBE_CONFIGS, T.TOPIC)),
     ApiKey.DELETE_TOPICS: (Rule(Op.DELETE, T.TOPIC),),
     ApiKey.INIT_PRODUCER_ID: (Rule(Op.IDEMPOTENT_WRITE, T.CLUSTER), Rule(Op.WRITE, T.TRANSACTIONAL_ID)),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (TOPIC_DESCRIBE, CLUSTER_ACTION),  # consumer; follower

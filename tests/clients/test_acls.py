@@ -449,3 +449,33 @@ def test_offset_commit_needs_read_on_group_and_topic(secured: Secured) -> None:
             return int(resp["topics"][0]["partitions"][0]["error_code"])
     assert asyncio.run(commit("commit-g")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert asyncio.run(commit("commit-other")) == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_configs_need_describe_configs(secured: Secured) -> None:
+    """CreateTopics v5 hides a new topic's configs without DescribeConfigs; DescribeConfigs is
+    refused per resource (TOPIC_AUTHORIZATION_FAILED) until an ACL grants it (AlterConfigs implies it)."""
+    async def create() -> dict:
+        async with await connect(secured.bootstrap) as conn:
+            resp = await conn.request(ApiKey.CREATE_TOPICS, 5, {"topics": [
+                {"name": "cfg-t", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+                "timeout_ms": 30000, "validate_only": False})
+            return resp["topics"][0]
+    created = asyncio.run(create())
+    assert created["error_code"] == 0
+    assert created["topic_config_error_code"] == KafkaError.TOPIC_AUTHORIZATION_FAILED and not created["configs"]
+
+    from confluent_kafka.admin import ConfigResource
+    admin = _admin(secured.bootstrap)
+    with pytest.raises(KafkaException) as e:
+        next(iter(admin.describe_configs([ConfigResource("topic", "cfg-t")]).values())).result()
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    _add(secured, acls.topic("cfg-t"), acls.allow(Op.ALTER_CONFIGS))
+
+    def described() -> bool:
+        try:
+            entries = next(iter(admin.describe_configs([ConfigResource("topic", "cfg-t")]).values())).result()
+        except KafkaException:
+            return False
+        return "retention.ms" in entries
+    _wait("DescribeConfigs implied by AlterConfigs", described)
