@@ -479,3 +479,22 @@ def test_configs_need_describe_configs(secured: Secured) -> None:
             return False
         return "retention.ms" in entries
     _wait("DescribeConfigs implied by AlterConfigs", described)
+
+
+def test_replication_runs_on_the_cluster_action_acl(secured: Secured) -> None:
+    """Followers fetch (and the controller sends its requests) as User:ANONYMOUS: with ClusterAction
+    on the cluster granted by the seeded ACL, an acks=all produce to two replicas completes."""
+    admin = _admin(secured.bootstrap)
+    admin.create_topics([NewTopic("rf2", 1, 2)], operation_timeout=30)["rf2"].result()
+    _add(secured, acls.topic("rf2"), acls.allow(Op.WRITE))
+    p = Producer({"bootstrap.servers": secured.bootstrap, "acks": "all", "message.timeout.ms": 15000})
+    out: list[KafkaError | None] = []
+
+    def delivered() -> bool:
+        out.clear()
+        p.produce("rf2", b"replicated", on_delivery=lambda err, msg: out.append(err))
+        p.flush(20)
+        return out == [None]
+    _wait("an acks=all produce to two replicas", delivered, timeout=40)
+    md = admin.list_topics("rf2", timeout=10).topics["rf2"].partitions[0]
+    assert sorted(md.isrs) == [0, 1]
