@@ -3,7 +3,7 @@
 The cluster id (ZooKeeper's `/cluster/id`), the controller id (-1 while unknown), and the live
 brokers with their rack, at the endpoints Metadata gives (broker.apis.metadata.live_brokers).
 cluster_authorized_operations is INT32_MIN unless asked for, then every cluster operation
-(there is no authorizer yet; broker.apis.authorized_operations).
+without an authorizer (broker.apis.authorized_operations).
 Authorization: Describe on the cluster (else CLUSTER_AUTHORIZATION_FAILED); authorized operations
 are the authorizer's answer.
 """

@@ -2,8 +2,8 @@
 
 Members' metadata and assignments are shown only while the group is Stable; a group this
 coordinator does not know is "Dead" with no error. v3+ authorized_operations: when asked for
-and the group is described without error, every operation Kafka supports on a group (READ,
-DESCRIBE, DELETE: there is no authorizer yet); otherwise INT32_MIN.
+and the group is described without error, the operations the authorizer allows on it (every
+one Kafka supports on a group, READ, DESCRIBE, DELETE, without an authorizer); otherwise INT32_MIN.
 Authorization: Describe on each group, else GROUP_AUTHORIZATION_FAILED for it; authorized
 operations (v3+) are what the authorizer allows on the group.
 """

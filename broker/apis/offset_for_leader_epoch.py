@@ -7,7 +7,7 @@ UNKNOWN_LEADER_EPOCH (-1: not checked). v3's replica_id is read and not needed (
 does the same: followers and consumers get one answer). Not the leader:
 NOT_LEADER_OR_FOLLOWER (6); not hosted here: NOT_LEADER_OR_FOLLOWER if the metadata knows the
 partition, UNKNOWN_TOPIC_OR_PARTITION otherwise; a failed log directory KAFKA_STORAGE_ERROR.
-No departures from Kafka 2.8 (there is no authorizer, so no TOPIC_AUTHORIZATION_FAILED).
+No departures from Kafka 2.8.
 Authorization: ClusterAction on the cluster, else Describe on each topic (else
 TOPIC_AUTHORIZATION_FAILED for its partitions), as Kafka 2.8.
 """
