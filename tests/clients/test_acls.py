@@ -213,6 +213,7 @@ def test_acls_tool_add_list_remove(secured: Secured) -> None:
 def test_produce_needs_write(secured: Secured) -> None:
     _topic(secured, "no-write")
     _add(secured, acls.topic("no-write"), acls.allow(Op.DESCRIBE))
+    _visible(secured, "no-write")  # so the refusal is Produce's, not librdkafka's metadata step
     before = _denials(secured, "Produce")
     results = _produce(secured.bootstrap, "no-write")
     assert results and all(r is not None and r.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for r in results)
@@ -240,6 +241,13 @@ def _group_acl_applied(bootstrap: str, group: str) -> bool:
                                                      None, AclOperation.ANY, AclPermissionType.ANY)).result())
 
 
+def _visible(s: Secured, topic: str) -> None:
+    """Until every broker lists `topic` (an ACL implying Describe is in force everywhere): producing
+    before that fails in librdkafka's metadata step rather than on the broker's Produce answer."""
+    _wait(f"every broker to list {topic}", lambda: all(
+        topic in _admin(b.bootstrap).list_topics(timeout=10).topics for b in s.brokers))
+
+
 def _delivered(s: Secured, topic: str) -> bool:
     return all(r is None for r in _produce(s.bootstrap, topic, 1))
 
@@ -251,6 +259,7 @@ def _refused(s: Secured, topic: str) -> bool:
 def test_deny_beats_allow(secured: Secured) -> None:
     _topic(secured, "denied")
     _add(secured, acls.topic("denied"), acls.allow(Op.ALL))
+    _visible(secured, "denied")
     _wait("the ALLOW ALL", lambda: _delivered(secured, "denied"))
     _add(secured, acls.topic("denied"), acls.deny(Op.WRITE))
     _wait("the DENY Write to win", lambda: _refused(secured, "denied"))
@@ -262,6 +271,7 @@ def test_prefixed_acl_covers_new_topics(secured: Secured) -> None:
     _add(secured, acls.topic("pfx-", PatternType.PREFIXED), acls.allow(Op.WRITE))
     _topic(secured, "pfx-orders")
     _topic(secured, "other-orders")
+    _visible(secured, "pfx-orders")
     _wait("the PREFIXED Write", lambda: _delivered(secured, "pfx-orders"))
     assert _refused(secured, "other-orders")
 
@@ -280,6 +290,7 @@ def test_metadata_hides_undescribable_topics(secured: Secured) -> None:
 def test_consumer_group_needs_read_on_group(secured: Secured) -> None:
     _topic(secured, "grp-topic")
     _add(secured, acls.topic("grp-topic"), acls.allow(Op.READ), acls.allow(Op.WRITE))
+    _visible(secured, "grp-topic")
     _wait("Write on grp-topic", lambda: _delivered(secured, "grp-topic"))
     assert all(r is None for r in _produce(secured.bootstrap, "grp-topic", 2))  # m0 (above), m0, m1
     c = Consumer({"bootstrap.servers": secured.bootstrap, "group.id": "grp-denied", "auto.offset.reset": "earliest"})
@@ -394,6 +405,7 @@ def test_idempotent_produce_needs_idempotent_write(secured: Secured) -> None:
     cluster (the seeded cluster ACLs leave it out), whatever the topic grants."""
     _topic(secured, "idem")
     _add(secured, acls.topic("idem"), acls.allow(Op.WRITE))
+    _visible(secured, "idem")
     _wait("Write on idem", lambda: _delivered(secured, "idem"))
     before = _denials(secured, "InitProducerId")
     p = Producer({"bootstrap.servers": secured.bootstrap, "enable.idempotence": True, "message.timeout.ms": 10000})
@@ -487,14 +499,11 @@ def test_replication_runs_on_the_cluster_action_acl(secured: Secured) -> None:
     admin = _admin(secured.bootstrap)
     admin.create_topics([NewTopic("rf2", 1, 2)], operation_timeout=30)["rf2"].result()
     _add(secured, acls.topic("rf2"), acls.allow(Op.WRITE))
-    p = Producer({"bootstrap.servers": secured.bootstrap, "acks": "all", "message.timeout.ms": 15000})
+    _visible(secured, "rf2")  # Write implies Describe
+    p = Producer({"bootstrap.servers": secured.bootstrap, "acks": "all", "message.timeout.ms": 30000})
     out: list[KafkaError | None] = []
-
-    def delivered() -> bool:
-        out.clear()
-        p.produce("rf2", b"replicated", on_delivery=lambda err, msg: out.append(err))
-        p.flush(20)
-        return out == [None]
-    _wait("an acks=all produce to two replicas", delivered, timeout=40)
+    p.produce("rf2", b"replicated", on_delivery=lambda err, msg: out.append(err))
+    assert p.flush(40) == 0
+    assert out == [None]
     md = admin.list_topics("rf2", timeout=10).topics["rf2"].partitions[0]
     assert sorted(md.isrs) == [0, 1]
