@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from broker.config_env import properties_from_env
+from broker.security.acl import AUTHORIZER_NAMES, parse_super_users
 from broker.zk.config_entities import InvalidConfig, cleanup_policy
 
 LONG_MAX = (1 << 63) - 1
@@ -229,6 +230,10 @@ class BrokerConfig:
     offsets_load_buffer_size: int = 5242880
     offsets_commit_timeout_ms: int = 5000
     offsets_commit_required_acks: int = -1
+    # The ACL authorizer (issue 20), Kafka 2.8's keys: off unless authorizer.class.name names it.
+    authorizer_class_name: str = ""
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     unknown_keys: list[str] = field(default_factory=list)
     # The known keys as given (file and overrides): DescribeConfigs names them STATIC_BROKER_CONFIG.
     given: dict[str, str] = field(default_factory=dict)
@@ -268,6 +273,21 @@ class BrokerConfig:
             return None
         parts = urlsplit(self.metrics_listener)
         return parts.hostname or "127.0.0.1", parts.port or 9404
+
+
+def _authorizer_class(key: str, raw: str) -> str:
+    name = raw.strip()
+    if name and name not in AUTHORIZER_NAMES:
+        raise ConfigError(key, raw, f"the authorizer here is Kafka's AclAuthorizer: one of {sorted(AUTHORIZER_NAMES)}")
+    return name
+
+
+def _super_users(key: str, raw: str) -> str:
+    try:
+        parse_super_users(raw)
+    except ValueError as e:
+        raise ConfigError(key, raw, str(e)) from None
+    return raw.strip()
 
 
 def _cleanup_policy(key: str, raw: str) -> str:
@@ -362,6 +382,9 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "offsets.load.buffer.size": ("offsets_load_buffer_size", _positive),
     "offsets.commit.timeout.ms": ("offsets_commit_timeout_ms", _positive),
     "offsets.commit.required.acks": ("offsets_commit_required_acks", lambda k, v: _int(k, v, -1, SHORT_MAX)),
+    "authorizer.class.name": ("authorizer_class_name", _authorizer_class),
+    "super.users": ("super_users", _super_users),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", _bool),
 }
 
 KNOWN_KEYS = frozenset(_PARSERS)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.security.acl import ANONYMOUS
 from protocol import registry
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
@@ -48,6 +49,14 @@ class RequestContext:
     # Set by a handler whose response waits out a client quota (KIP-13): the dispatcher
     # sends it that much later, and reads nothing from the connection meanwhile.
     hold_ms: int = 0
+    # Who is asking, for the authorizer (broker/apis/authorization.py). User:ANONYMOUS on a
+    # PLAINTEXT listener, as Kafka; SASL/TLS will set the connection's `principal`.
+    principal: str = ANONYMOUS
+
+    @property
+    def host(self) -> str:
+        """The client's address, as ACL hosts name it."""
+        return self.conn.ip
 
 
 class Dispatcher:
@@ -82,7 +91,8 @@ class Dispatcher:
             log.warning("request.unsupported_version", peer=conn.peer, api_key=key, api_version=version)
             return False
         ctx = RequestContext(self.services, conn, key, version, header.correlation_id,
-                             header.client_id or "", received, 4 + len(frame_bytes))
+                             header.client_id or "", received, 4 + len(frame_bytes),
+                             principal=getattr(conn, "principal", ANONYMOUS))
         try:
             decode = getattr(mod, "decode", None)
             body_view = memoryview(frame_bytes)[body_at:]

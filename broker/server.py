@@ -34,6 +34,8 @@ from broker.replication.log_dir_failure import forget_earlier_failures
 from broker.replication.replica_manager import ReplicaManager
 from broker.replication.roles import PartitionRoles
 from broker.replication.throttles import ReplicationThrottles
+from broker.security.acl import Policy, parse_super_users
+from broker.security.authorizer import Authorizer
 from broker.signal import Signal
 from broker.zk import layout as L
 from broker.zk.client import NodeExistsError, NoNodeError, ZkClient, ZkUnavailable
@@ -94,6 +96,10 @@ class Broker:
         self.replicas.on_offline(self.group_store.offline)
         self.group_coordinator.bind_store(self.group_store)
         self.group_store.register(self.group_coordinator)
+        self.authorizer = Authorizer(
+            self.zk, Policy(parse_super_users(config.super_users), config.allow_everyone_if_no_acl_found),
+            bool(config.authorizer_class_name), self.broker_id,
+            self.metrics.counter("authorization_denials_total", "Requests or resources refused by the authorizer, by API"))
         self.dispatcher = Dispatcher(self, ALL_APIS)
         # Every named listener is bound; each has its own connection limits (departure: Kafka
         # counts max.connections across listeners).
@@ -210,6 +216,7 @@ class Broker:
         self._cluster_id = await get_or_create_cluster_id(self.zk)
         log.info("broker.cluster_id", cluster_id=self._cluster_id)
         await self.group_store.read_partition_count()  # before any FindCoordinator is answered
+        await self.authorizer.start()  # the ACLs loaded before any request is served
         for listener in self.listeners:
             await listener.start()
         self.replicas.start()
@@ -264,6 +271,7 @@ class Broker:
                 log.warning("broker.stop_step_timeout", step=name)
         if self._metrics_server is not None:
             self._metrics_server.close()
+        self.authorizer.stop()
         await self.group_coordinator.stop()
         await self.log_cleaner.stop()
         await self.group_store.stop()

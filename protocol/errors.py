@@ -70,6 +70,7 @@ class ErrorCode(IntEnum):
     INVALID_PRODUCER_EPOCH = (47, False)
     INVALID_TXN_STATE = (48, False)
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (53, False)
+    SECURITY_DISABLED = (54, False)
     KAFKA_STORAGE_ERROR = (56, True)
     UNKNOWN_PRODUCER_ID = (59, False)
     NON_EMPTY_GROUP = (68, False)

@@ -178,6 +178,8 @@ if (fixed(RecordBatchHeader, last="batch_length").format != fixed(LogEntryHead).
 RECORD_BATCH_HEADER = fixed(RecordBatchHeader)
 RECORD_BATCH_HEADER_SIZE = size_of(RecordBatchHeader)  # 61
 RECORD_BATCH_CRC_FROM = offset_of(RecordBatchHeader, "attributes")  # 21
+RECORD_BATCH_PRODUCER_ID = offset_of(RecordBatchHeader, "producer_id")  # 43
+PRODUCER_ID = struct.Struct(">q")
 
 # ---- producer state snapshot (`<offset>.snapshot`) -----------------------------------------------
 

@@ -9,12 +9,15 @@ INVALID_REQUEST; nothing is written for a refused resource, the others go ahead.
 writes nothing. BROKER_LOGGER or an unknown resource type fails the whole request (INVALID_REQUEST
 on every resource), as Kafka's handler does. A resource named twice is answered once, for its
 last entry (Kafka keys the request by resource). See broker.apis.config_admin for departures.
+Authorization: DescribeConfigs/AlterConfigs on the topic, or on the cluster for a broker resource
+(else TOPIC_ / CLUSTER_AUTHORIZATION_FAILED for that resource).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.admin import AdminError
 from broker.apis.config_admin import ResourceType, resource_type_name
 from broker.apis.registry import register
@@ -45,6 +48,12 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     for r in resources:
         res: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
                                "resource_type": r["resource_type"], "resource_name": r["resource_name"]}
+        refused = authorization.config_resource_error(ctx, r["resource_type"] == ResourceType.TOPIC,
+                                                      r["resource_name"])
+        if refused:
+            res["error_code"] = refused
+            responses.append(res)
+            continue
         try:
             nulls = [c["name"] for c in r["configs"] if c["value"] is None]
             if nulls:

@@ -2,31 +2,17 @@
 
 Kafka answers INT32_MIN when the client did not ask, and otherwise the operations the
 authorizer allows; with no authorizer configured that is every operation Kafka supports on the
-resource (AuthHelper.authorizedOperations, AclEntry.supportedOperations in Kafka 2.8). This broker
-has no authorizer yet, so it answers those sets; an authorizer would filter them here.
+resource (AuthHelper.authorizedOperations, AclEntry.supportedOperations in Kafka 2.8). These are
+those sets; with an authorizer the handlers answer broker.apis.authorization.operations instead.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from broker.security.acl import AclOperation
 
 NOT_REQUESTED = -(1 << 31)  # Integer.MIN_VALUE, the schemas' default
 
 
-class AclOperation(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
 
 
 def bitfield(operations: frozenset[AclOperation]) -> int:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from broker.replication.replica_manager import ReplicaManager
     from broker.replication.roles import PartitionRoles
     from broker.replication.throttles import ReplicationThrottles
+    from broker.security.authorizer import Authorizer
     from broker.signal import Signal
     from broker.zk.producer_ids import ProducerIdManager
     from quotas.client import ClientQuotaManager
@@ -76,6 +77,9 @@ class BrokerServices(Protocol):
     # The consumer-group coordinator (broker/group): the group APIs' whole view of groups and offsets.
     @property
     def group_coordinator(self) -> GroupCoordinator: ...
+    # The ACL authorizer (broker/security); handlers reach it through broker/apis/authorization.py.
+    @property
+    def authorizer(self) -> Authorizer: ...
     # `__consumer_offsets` (FindCoordinator's partition for a group; the coordinator's store).
     @property
     def group_store(self) -> GroupStore: ...

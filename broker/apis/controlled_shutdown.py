@@ -9,12 +9,14 @@ a client cannot take another broker out of the ISRs.
 
 Departure: versions 0-1 carry no epoch. Kafka accepts them; here they are refused with
 STALE_BROKER_EPOCH, since they let anyone name any broker (every minibroker sends v2).
+Authorization: ClusterAction on the cluster, else CLUSTER_AUTHORIZATION_FAILED (broker.apis.authorization).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
@@ -22,6 +24,8 @@ from protocol.messages import controlled_shutdown as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if refused := authorization.error(ctx):
+        return {"error_code": refused, "remaining_partitions": []}
     controller = ctx.services.controller
     if not controller.active:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}

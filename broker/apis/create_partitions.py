@@ -6,6 +6,7 @@ twice, INVALID_PARTITIONS at once for a count whose assignment ZooKeeper could n
 (broker.apis.assignment_bounds). validate_only writes nothing and is not counted. KIP-599: a valid growth takes the
 number of new partitions from the client's mutation quota (broker.apis.mutation_quota; strict
 from v3, permissive before).
+Authorization: Alter on each topic, else TOPIC_AUTHORIZATION_FAILED for it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.admin import AdminError
 from broker.apis.mutation_quota import MutationQuota
 from broker.apis.registry import register
@@ -34,6 +36,10 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         if counts[name] > 1:
             res["error_code"] = ErrorCode.INVALID_REQUEST
             res["error_message"] = f"Duplicate topic {name} in request"
+            continue
+        if refused := authorization.error(ctx, name):
+            res["error_code"] = refused
+            res["error_message"] = "Authorization failed."
             continue
         assignments = [list(a["broker_ids"]) for a in t["assignments"]] if t.get("assignments") else None
         try:

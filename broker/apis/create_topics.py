@@ -14,6 +14,9 @@ that cannot come.
 From v5 a created (or validated) topic is answered with its partition count, replication factor
 and every topic config with its value and source (Kafka's createTopicConfigEntry, no synonyms);
 v7's topic_id is the zero UUID (this broker, like a ZooKeeper Kafka before topic ids, has none).
+Authorization: Create on the cluster, else Create on each topic (TOPIC_AUTHORIZATION_FAILED); the
+created topic's configs (v5+) only with DescribeConfigs on it, else topic_config_error_code
+TOPIC_AUTHORIZATION_FAILED and no configs.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.admin import AdminError, TopicSpec
 from broker.apis.mutation_quota import MutationQuota
 from broker.apis.registry import register
@@ -39,11 +43,16 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     created: list[tuple[str, int]] = []
     only_here: set[str] = set()  # topics with a partition whose one replica is this broker
     me = ctx.services.broker_id
+    may_create_any = authorization.allowed(ctx, count=False)
     for t in request["topics"]:
         name = t["name"]
         res: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None,
                                "num_partitions": -1, "replication_factor": -1, "configs": None}
         results.append(res)
+        if counts[name] <= 1 and not may_create_any and (refused := authorization.error(ctx, name, which=1)):
+            res["error_code"] = refused
+            res["error_message"] = "Authorization failed."
+            continue
         if counts[name] > 1:
             res["error_code"] = ErrorCode.INVALID_REQUEST
             res["error_message"] = f"Create topics request from client contains multiple entries for topic {name}"
@@ -69,8 +78,11 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 res["num_partitions"] = len(plan)
                 res["replication_factor"] = len(next(iter(plan.values())))
                 del plan
-            res["configs"] = [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
-                              for e in topic_entries(configs, ctx.services.config, include_synonyms=False)]
+            if authorization.allowed(ctx, name, which=2, count=False):
+                res["configs"] = [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                                  for e in topic_entries(configs, ctx.services.config, include_synonyms=False)]
+            else:  # KafkaApis: the topic is created, its configs are not shown
+                res["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         except AdminError as e:
             res["error_code"] = e.code
             res["error_message"] = e.message

@@ -13,6 +13,7 @@ Kafka 2.8's broker deletes it (only kafka-topics.sh --zookeeper refuses); issue 
 protection.
 KIP-599: a topic to delete takes its partition count from the client's mutation quota
 (broker.apis.mutation_quota; strict from v5, permissive before).
+Authorization: Delete on each topic, else TOPIC_AUTHORIZATION_FAILED for it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.admin import AdminError, refuse_internal_deletion
 from broker.apis.mutation_quota import MutationQuota
 from broker.apis.registry import register
@@ -62,6 +64,10 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         if counts[name] > 1:
             res["error_code"] = ErrorCode.INVALID_REQUEST
             res["error_message"] = f"Duplicate topic {name} in request"
+            continue
+        if refused := authorization.error(ctx, name):
+            res["error_code"] = refused
+            res["error_message"] = "Authorization failed."
             continue
         try:
             async with admin.mutations:

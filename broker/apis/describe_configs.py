@@ -12,12 +12,15 @@ INVALID_REQUEST on every resource, as Kafka's handler does.
 Departures: dynamic values are read from ZooKeeper at request time (Kafka reads topic configs
 there too, broker ones from its applied copy); v0's is_default is true for DEFAULT_CONFIG values
 (Kafka 2.8 leaves it false).
+Authorization: DescribeConfigs/AlterConfigs on the topic, or on the cluster for a broker resource
+(else TOPIC_ / CLUSTER_AUTHORIZATION_FAILED for that resource).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.admin import AdminError
 from broker.apis.config_admin import ResourceType, resource_type_name
 from broker.apis.registry import register
@@ -42,6 +45,12 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     for r in resources:
         res: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
                                "resource_type": r["resource_type"], "resource_name": r["resource_name"], "configs": []}
+        refused = authorization.config_resource_error(ctx, r["resource_type"] == ResourceType.TOPIC,
+                                                      r["resource_name"])
+        if refused:
+            res["error_code"] = refused
+            results.append(res)
+            continue
         try:
             entries = await ctx.services.config_admin.describe(r["resource_type"], r["resource_name"], include_synonyms)
             keys = r.get("configuration_keys")

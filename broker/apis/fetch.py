@@ -64,6 +64,9 @@ delayed before anything is read, by round((O - T) / T * W), and the response car
 that delay as throttle_time_ms (v1+). The bytes sent are recorded afterwards. Delaying
 before the read, rather than holding a finished response as 0.10.1 did, means a throttled
 consumer holds no log data while it waits, and gets the freshest data when it resumes.
+Authorization (broker.apis.authorization): a consumer needs Read on each topic, a follower
+ClusterAction on the cluster; refused partitions are TOPIC_AUTHORIZATION_FAILED and do not end a
+long poll.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.apis import authorization
 from broker.apis.produce import served_versions as produce_versions
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
@@ -101,8 +105,23 @@ def decode(buf: memoryview, version: int) -> dict[str, Any]:
     return decode_fetch_request(buf, version)
 
 
+def _refused_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, int]:
+    """KafkaApis.handleFetchRequest's checks, once per request: a follower needs ClusterAction
+    (else every partition is TOPIC_AUTHORIZATION_FAILED), a consumer Read on each topic."""
+    if not ctx.services.authorizer.enabled:
+        return {}
+    names = {topic["topic"] for topic in request["topics"]}
+    if request["replica_id"] >= 0:
+        if authorization.allowed(ctx, which=1):
+            return {}
+        return dict.fromkeys(names, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    refused = {name: authorization.error(ctx, name) for name in names}
+    return {name: code for name, code in refused.items() if code}
+
+
 def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
-              zstd_topics: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], int, int, bool]:
+              zstd_topics: frozenset[str] = frozenset(),
+              refused: dict[str, int] | None = None) -> tuple[list[dict[str, Any]], int, int, bool]:
     services = ctx.services
     rm = services.replicas
     version = ctx.api_version
@@ -130,6 +149,9 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                                    "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                                    "records": b""}
             parts.append(out)
+            if refused and name in refused:
+                out["error_code"] = refused[name]
+                continue
             part = rm.get(name, idx)
             if rm.is_offline(name, idx):
                 out["error_code"] = storage_error
@@ -273,11 +295,14 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     min_bytes = request["min_bytes"]
     first_pass = True
     zstd_topics = await _zstd_topics(ctx, request)
+    refused = _refused_topics(ctx, request)
     while True:
-        responses, total, throttled_bytes, held_back = _read_all(ctx, request, first_pass, zstd_topics)
+        responses, total, throttled_bytes, held_back = _read_all(ctx, request, first_pass, zstd_topics, refused)
         first_pass = False
         remaining = deadline - time.monotonic()
-        errors = any(p["error_code"] for t in responses for p in t["partitions"])
+        # A refused topic's partitions do not end the wait (as Kafka, where only the authorized
+        # partitions go to the delayed fetch), or a consumer holding one would poll in a loop.
+        errors = any(p["error_code"] for t in responses if t["topic"] not in refused for p in t["partitions"])
         if total >= min_bytes or remaining <= 0 or errors:
             if throttled_bytes:
                 services.throttles.leader.record(throttled_bytes)

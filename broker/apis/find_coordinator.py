@@ -18,12 +18,14 @@ client may not describe, with an error_message saying why: every client treats i
 reports it by name at once, as InitProducerId already answers a transactional id here.
 Any other key type is INVALID_REQUEST (Kafka's CoordinatorType.forId).
 No authorizer: GROUP_AUTHORIZATION_FAILED is never answered.
+Authorization: Describe on the group, else GROUP_AUTHORIZATION_FAILED (broker.apis.authorization).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.internal_topics import create_offsets_topic
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
@@ -35,6 +37,7 @@ from protocol.topic import GROUP_METADATA_TOPIC_NAME
 _MESSAGES = {
     ErrorCode.NONE: "NONE",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
     ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "
                                "library or the message was sent to an incompatible broker. See the broker logs "
                                "for more details.",
@@ -54,6 +57,8 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, message=NO_TRANSACTION_COORDINATOR)
     if key_type != messages.KEY_TYPE_GROUP:
         return _answer(ErrorCode.INVALID_REQUEST, message=f"Unknown coordinator type received: {key_type}")
+    if refused := authorization.error(ctx, request["key"]):
+        return _answer(refused)
     services = ctx.services
     md = services.metadata
     parts = md.topics.get(GROUP_METADATA_TOPIC_NAME)

@@ -10,6 +10,8 @@ INVALID_REQUEST; nothing is written for a refused resource. validate_only writes
 BROKER_LOGGER resources are checked (this broker's id) and every operation refused, since there
 are no log4j loggers. An unknown resource type fails the whole request (INVALID_REQUEST on every
 resource), as Kafka's handler does; a resource named twice is answered once, for its last entry.
+Authorization: DescribeConfigs/AlterConfigs on the topic, or on the cluster for a broker resource
+(else TOPIC_ / CLUSTER_AUTHORIZATION_FAILED for that resource).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.admin import AdminError
 from broker.apis.config_admin import OpType, ResourceType, resource_type_name
 from broker.apis.registry import register
@@ -65,6 +68,12 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     for r in resources:
         res: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
                                "resource_type": r["resource_type"], "resource_name": r["resource_name"]}
+        refused = authorization.config_resource_error(ctx, r["resource_type"] == ResourceType.TOPIC,
+                                                      r["resource_name"])
+        if refused:
+            res["error_code"] = refused
+            responses.append(res)
+            continue
         try:
             await _alter(ctx, r, validate_only)
         except AdminError as e:

@@ -11,6 +11,8 @@ Departure from Kafka: transactions are not served. A non-null transactional_id i
 once with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal and
 reports by name, instead of being routed to a transaction coordinator. An empty one is
 INVALID_REQUEST, as in Kafka.
+Authorization: a transactional id needs Write on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), an
+idempotent producer IdempotentWrite on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import structlog
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.zk.client import ZkError
@@ -39,9 +42,13 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     if txn_id is not None:
         if txn_id == "":
             return _answer(ErrorCode.INVALID_REQUEST)
+        if refused := authorization.error(ctx, txn_id, which=1):
+            return _answer(refused)
         log.info("init_producer_id.transactions_not_supported", broker_id=ctx.services.broker_id,
                  client_id=ctx.client_id)
         return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if refused := authorization.error(ctx):
+        return _answer(refused)
     pid, epoch = request.get("producer_id", NO_PRODUCER_ID), request.get("producer_epoch", NO_PRODUCER_EPOCH)
     if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         return _answer(ErrorCode.INVALID_REQUEST)

@@ -5,12 +5,14 @@ only from v4 on and only for dynamic members (no group_instance_id), as Kafka de
 has no rebalance timeout, so the session timeout stands in for it. The client host is Kafka's
 `InetAddress.toString` form ("/127.0.0.1"). From v7 a group without a protocol answers a null
 protocol name, before it the empty string.
+Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED (broker.apis.authorization).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.messages import join_group as messages
@@ -18,6 +20,10 @@ from protocol.messages import join_group as messages
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     version = ctx.api_version
+    if refused := authorization.error(ctx, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": refused, "generation_id": -1, "protocol_type": None,
+                "protocol_name": None if version >= 7 else "", "leader": "", "member_id": request["member_id"],
+                "members": []}
     instance_id = request.get("group_instance_id")
     rebalance_timeout = request["rebalance_timeout_ms"] if version >= 1 else request["session_timeout_ms"]
     result = await ctx.services.group_coordinator.join_group(

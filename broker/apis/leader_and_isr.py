@@ -12,6 +12,7 @@ otherwise become a directory path (`../x`, `/abs/x`).
 Departure: versions 0-1 carry no broker epoch. Kafka accepts them (epoch -1, from controllers
 older than 2.2); here every controller is a minibroker that sends v2, so an old version can
 only come from a client, and it could move leadership: it is refused with STALE_BROKER_EPOCH.
+Authorization: ClusterAction on the cluster, else CLUSTER_AUTHORIZATION_FAILED (broker.apis.authorization).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import structlog
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.log.dirs import InvalidPartitionName
@@ -31,6 +33,8 @@ log = structlog.get_logger()
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if refused := authorization.error(ctx):
+        return {"error_code": refused, "partition_errors": []}
     services = ctx.services
     code = await services.controller.epochs.check(request["controller_epoch"], request.get("broker_epoch", -1))
     if code != ErrorCode.NONE:

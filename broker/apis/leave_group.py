@@ -2,12 +2,14 @@
 
 v0-2 name one member and are answered with one error: the group's, else the member's (Kafka's
 LeaveGroupResponse for old versions). v3+ members may be named by group_instance_id alone.
+Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED (broker.apis.authorization).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
@@ -15,6 +17,8 @@ from protocol.messages import leave_group as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if refused := authorization.error(ctx, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": refused, "members": []}
     if ctx.api_version <= 2:
         leaving: list[tuple[str, str | None]] = [(request["member_id"], None)]
     else:

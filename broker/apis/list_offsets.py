@@ -31,6 +31,7 @@ A new leader whose high watermark has not yet reached its log end at election (t
 epoch) does not know what its followers hold: to a consumer, "latest", and a timestamp whose
 record is not below the high watermark, are OFFSET_NOT_AVAILABLE (v5+; LEADER_NOT_AVAILABLE
 before), as Kafka 2.8's Partition.fetchOffsetForTimestamp; "earliest" is answered.
+Authorization: Describe on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.log import KafkaStorageError
@@ -92,11 +94,15 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     for topic in request["topics"]:
         name = topic["name"]
         parts = []
+        refused = authorization.error(ctx, name)
         for rp in topic["partitions"]:
             idx = rp["partition_index"]
             out: dict[str, Any] = {"partition_index": idx, "error_code": 0, "old_style_offsets": [],
                                    "timestamp": NO_TIMESTAMP, "offset": -1, "leader_epoch": NO_EPOCH}
             parts.append(out)
+            if refused:
+                out["error_code"] = refused
+                continue
             if version >= 1 and (name, idx) in duplicates:
                 out["error_code"] = ErrorCode.INVALID_REQUEST
                 continue

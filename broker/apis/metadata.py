@@ -14,7 +14,10 @@ As Kafka's MetadataCache: v0 lists only live replicas and answers REPLICA_NOT_AV
 is down; v1+ lists every replica with no error. A partition whose leader is not alive is
 LEADER_NOT_AVAILABLE with leader -1. leader_epoch (v7+) is the one the controller last sent
 (from the partition's state znode). Authorized operations (v8+) are INT32_MIN unless asked for,
-then every operation Kafka supports on the resource (there is no authorizer yet).
+then what the authorizer allows (every operation Kafka supports without an authorizer).
+Authorization (broker.apis.authorization): topics without Describe are left out of an all-topics
+answer and TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs Create on the cluster or
+the topic (else TOPIC_AUTHORIZATION_FAILED); cluster operations are 0 without cluster Describe.
 v10+: topic ids are the zero UUID (this broker has none); a request naming a topic by id or
 with a null name fails with INVALID_REQUEST on every topic, as Kafka 2.8 does.
 Departure: until the controller's first UpdateMetadata reaches this broker (just after it starts)
@@ -29,12 +32,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.admin import AdminError, TopicSpec
-from broker.apis.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
+from broker.apis.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS, bitfield
 from broker.apis.internal_topics import create_offsets_topic
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.metadata import topic_name_error
+from broker.security.acl import CLUSTER_NAME, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages import metadata as messages
 from protocol.topic import GROUP_METADATA_TOPIC_NAME, is_internal
@@ -93,20 +98,46 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     auto_create = (services.config.auto_create_topics_enable and bool(request.get("allow_auto_topic_creation", True))
                    and not all_topics)
     with_topic_ops = bool(request.get("include_topic_authorized_operations", False))
+    # Topics the principal may not Describe are left out of an all-topics answer and answered
+    # TOPIC_AUTHORIZATION_FAILED when named, without saying whether they exist (KafkaApis).
+    describable = [name for name in names if authorization.allowed(ctx, name, count=not all_topics)]
+    hidden = set(names).difference(describable)
+    may_create_any = auto_create and authorization.allowed(ctx, which=1, count=False)
     topics = []
     for name in names:
+        if name in hidden:
+            if not all_topics:
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                               "is_internal": False, "partitions": [], "topic_id": ZERO_UUID,
+                               "topic_authorized_operations": NOT_REQUESTED})
+            continue
         if name not in md.topics:
-            topic = await _unknown_topic(ctx, name, auto_create)
+            if auto_create and not may_create_any and not authorization.allowed(ctx, name, which=2):
+                topic = {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                         "is_internal": is_internal(name), "partitions": []}
+            else:
+                topic = await _unknown_topic(ctx, name, auto_create)
         else:
             topic = {"error_code": ErrorCode.NONE, "name": name, "is_internal": is_internal(name),
                      "partitions": md.partition_metadata(name, ctx.conn.listener_name, ctx.api_version)}
         topic["topic_id"] = ZERO_UUID
-        topic["topic_authorized_operations"] = TOPIC_OPERATIONS if with_topic_ops else NOT_REQUESTED
+        topic["topic_authorized_operations"] = (_operations(ctx, ResourceType.TOPIC, name, TOPIC_OPERATIONS)
+                                                if with_topic_ops else NOT_REQUESTED)
         topics.append(topic)
-    with_cluster_ops = bool(request.get("include_cluster_authorized_operations", False))
+    cluster_ops = NOT_REQUESTED
+    if request.get("include_cluster_authorized_operations", False):
+        # KafkaApis: 0 without Describe on the cluster, else what the principal may do there.
+        cluster_ops = (_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+                       if authorization.allowed(ctx, which=3, count=False) else 0)
     return {"throttle_time_ms": 0, "brokers": live_brokers(ctx), "cluster_id": services.cluster_id,
             "controller_id": md.controller_id, "topics": topics,
-            "cluster_authorized_operations": CLUSTER_OPERATIONS if with_cluster_ops else NOT_REQUESTED}
+            "cluster_authorized_operations": cluster_ops}
+
+
+def _operations(ctx: RequestContext, resource_type: ResourceType, name: str, everything: int) -> int:
+    """KIP-430's bitfield: the authorizer's answer, or every supported operation without one."""
+    ops = authorization.operations(ctx, resource_type, name)
+    return everything if ops is None else bitfield(ops)
 
 
 register(messages, handle)

@@ -9,12 +9,15 @@ v2-4's retention time are kept as Kafka keeps them (an expire timestamp, offset 
 
 Departure from Kafka: v0 commits are not written to ZooKeeper (Kafka 2.8 still does); they go
 to `__consumer_offsets` like v1+ commits of a simple consumer (generation -1).
+Authorization: without Read on the group every partition is GROUP_AUTHORIZATION_FAILED; without
+Read on a topic its partitions are TOPIC_AUTHORIZATION_FAILED (broker.apis.authorization).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
@@ -25,18 +28,23 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     metadata = ctx.services.metadata
     known: dict[tuple[str, int], tuple[int, int, str | None, int]] = {}
     errors: dict[tuple[str, int], int] = {}
+    group_refused = authorization.error(ctx, request["group_id"])
     for topic in request["topics"]:
+        refused = group_refused or authorization.error(ctx, topic["name"], which=1)
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
-            if metadata.partition(*tp) is None:
+            if refused:
+                errors[tp] = refused
+            elif metadata.partition(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known[tp] = (p["committed_offset"], p.get("committed_leader_epoch", -1), p["committed_metadata"],
                              p.get("commit_timestamp", -1))
     generation = request.get("generation_id", -1) if ctx.api_version >= 1 else -1
-    errors.update(await ctx.services.group_coordinator.commit_offsets(
-        request["group_id"], request.get("member_id", ""), request.get("group_instance_id"), generation, known,
-        request.get("retention_time_ms", -1)))
+    if not group_refused:
+        errors.update(await ctx.services.group_coordinator.commit_offsets(
+            request["group_id"], request.get("member_id", ""), request.get("group_instance_id"), generation, known,
+            request.get("retention_time_ms", -1)))
     return {"throttle_time_ms": 0, "topics": [
         {"name": topic["name"], "partitions": [
             {"partition_index": p["partition_index"], "error_code": errors[(topic["name"], p["partition_index"])]}

@@ -4,12 +4,15 @@ An empty group loses the offsets asked for; a live consumer group only those of 
 its members subscribes to (the others are GROUP_SUBSCRIBED_TO_TOPIC); a live group of another
 protocol type is NON_EMPTY_GROUP. A partition this broker's metadata does not know is
 UNKNOWN_TOPIC_OR_PARTITION. A group-level error answers with no topics.
+Authorization: Delete on the group (else GROUP_AUTHORIZATION_FAILED for the request), Read on each
+topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
@@ -19,10 +22,15 @@ from protocol.messages import offset_delete as messages
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     errors: dict[tuple[str, int], int] = {}
     known: list[tuple[str, int]] = []
+    if refused := authorization.error(ctx, request["group_id"]):
+        return {"error_code": refused, "throttle_time_ms": 0, "topics": []}
     for topic in request["topics"]:
+        topic_refused = authorization.error(ctx, topic["name"], which=1)
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
-            if ctx.services.metadata.partition(*tp) is None:
+            if topic_refused:
+                errors[tp] = topic_refused
+            elif ctx.services.metadata.partition(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append(tp)

@@ -7,13 +7,16 @@ UNKNOWN_LEADER_EPOCH (-1: not checked). v3's replica_id is read and not needed (
 does the same: followers and consumers get one answer). Not the leader:
 NOT_LEADER_OR_FOLLOWER (6); not hosted here: NOT_LEADER_OR_FOLLOWER if the metadata knows the
 partition, UNKNOWN_TOPIC_OR_PARTITION otherwise; a failed log directory KAFKA_STORAGE_ERROR.
-No departures from Kafka 2.8 (there is no authorizer, so no TOPIC_AUTHORIZATION_FAILED).
+No departures from Kafka 2.8.
+Authorization: ClusterAction on the cluster, else Describe on each topic (else
+TOPIC_AUTHORIZATION_FAILED for its partitions), as Kafka 2.8.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
@@ -26,14 +29,20 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     services = ctx.services
     replicas = services.replicas
     topics = []
+    # ClusterAction on the cluster covers every topic; otherwise Describe on each (KIP-320).
+    cluster_action = authorization.allowed(ctx, which=1, count=False)
     for topic in request["topics"]:
         name = topic["topic"]
         parts = []
+        refused = ErrorCode.NONE if cluster_action else authorization.error(ctx, name)
         for rp in topic["partitions"]:
             idx = rp["partition"]
             out: dict[str, Any] = {"partition": idx, "error_code": ErrorCode.NONE,
                                    "leader_epoch": UNDEFINED, "end_offset": UNDEFINED}
             parts.append(out)
+            if refused:
+                out["error_code"] = refused
+                continue
             part = replicas.get(name, idx)
             if replicas.is_offline(name, idx):
                 out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR

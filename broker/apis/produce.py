@@ -42,6 +42,10 @@ quota.
 Size: a batch or top-level message larger than the limit is MESSAGE_TOO_LARGE before anything
 is decompressed, and a compressed one may inflate only to a bound tied to that limit
 (protocol.records.compression), so a small gzip bomb is refused without being inflated in full.
+Authorization (broker.apis.authorization): Write on each topic, else TOPIC_AUTHORIZATION_FAILED
+for its partitions; a request with a transactional id needs Write on it, one with idempotent
+batches IdempotentWrite on the cluster (Kafka 2.8), else every partition gets
+TRANSACTIONAL_ID_ / CLUSTER_AUTHORIZATION_FAILED. Checked before anything else of a partition.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.context import BrokerServices
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
@@ -57,6 +62,7 @@ from broker.zk.topic_configs import topic_int
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fast import decode_produce_request
+from protocol.layouts import MAGIC_OFFSET, PRODUCER_ID, RECORD_BATCH_HEADER_SIZE, RECORD_BATCH_PRODUCER_ID
 from protocol.messages import MODULES
 from protocol.messages import fetch as fetch_messages
 from protocol.messages import produce as messages
@@ -111,6 +117,30 @@ def _entry(index: int) -> dict[str, Any]:
             "record_errors": [], "error_message": None}
 
 
+def _idempotent(request: dict[str, Any]) -> bool:
+    """ProduceRequest.hasIdempotentRecords, from each partition's first batch head (a v2 batch
+    with a producer id); no record is looked at."""
+    for topic in request["topic_data"]:
+        for pd in topic["partition_data"]:
+            records = pd["records"]
+            if records is not None and len(records) >= RECORD_BATCH_HEADER_SIZE and records[MAGIC_OFFSET] == 2 \
+                    and PRODUCER_ID.unpack_from(records, RECORD_BATCH_PRODUCER_ID)[0] >= 0:
+                return True
+    return False
+
+
+def _request_refusal(ctx: RequestContext, request: dict[str, Any], transactional_id: str | None) -> ErrorCode:
+    """KafkaApis.handleProduceRequest's whole-request checks: Write on the transactional id, else
+    IdempotentWrite on the cluster for idempotent records (authorization.RULES[PRODUCE])."""
+    if not ctx.services.authorizer.enabled:
+        return ErrorCode.NONE
+    if transactional_id is not None:
+        return authorization.error(ctx, transactional_id, which=2)
+    if _idempotent(request):
+        return authorization.error(ctx, which=1)
+    return ErrorCode.NONE
+
+
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any] | None:
     services = ctx.services
     rm = services.replicas
@@ -119,13 +149,18 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     transactional_id = request.get("transactional_id")
     results: dict[str, list[dict[str, Any]]] = {}
     waits: list[tuple[dict[str, Any], Any, int]] = []
+    request_refused = _request_refusal(ctx, request, transactional_id)
     for topic in request["topic_data"]:
         name = topic["name"]
         out = results.setdefault(name, [])
+        refused = request_refused or authorization.error(ctx, name)
         for pd in topic["partition_data"]:
             idx = pd["index"]
             entry = _entry(idx)
             out.append(entry)
+            if refused:  # Kafka checks authorization before anything else of the partition
+                entry["error_code"] = refused
+                continue
             if acks not in (0, 1, -1):
                 entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
                 continue

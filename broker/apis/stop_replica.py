@@ -9,6 +9,7 @@ is stopped or deleted: the name would otherwise pick the directory to delete.
 Departure: version 0 carries no broker epoch; Kafka accepts it, here it is refused with
 STALE_BROKER_EPOCH (only a client can send it, every minibroker controller sends v1, and it
 can delete a replica).
+Authorization: ClusterAction on the cluster, else CLUSTER_AUTHORIZATION_FAILED (broker.apis.authorization).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.log.dirs import InvalidPartitionName
@@ -28,6 +30,8 @@ log = structlog.get_logger()
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if refused := authorization.error(ctx):
+        return {"error_code": refused, "partition_errors": []}
     services = ctx.services
     code = await services.controller.epochs.check(request["controller_epoch"], request.get("broker_epoch", -1))
     if code != ErrorCode.NONE:

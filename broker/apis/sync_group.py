@@ -3,12 +3,14 @@
 As Kafka 2.8: from v5 the request must name the protocol type and name
 (INCONSISTENT_GROUP_PROTOCOL otherwise); the answer waits until the group's record with the
 assignment is written to `__consumer_offsets` with acks=all.
+Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED (broker.apis.authorization).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
@@ -16,6 +18,9 @@ from protocol.messages import sync_group as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if refused := authorization.error(ctx, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": refused, "protocol_type": None, "protocol_name": None,
+                "assignment": b""}
     protocol_type, protocol_name = request.get("protocol_type"), request.get("protocol_name")
     if ctx.api_version >= 5 and (protocol_type is None or protocol_name is None):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "protocol_type": None,

@@ -7,12 +7,14 @@ ZooKeeper's); a refused request changes nothing.
 Departure: versions 0-4 carry no broker epoch; Kafka accepts them, here they are refused with
 STALE_BROKER_EPOCH (only a client can send them, every minibroker controller sends v5, and
 they can hide topics and brokers from clients).
+Authorization: ClusterAction on the cluster, else CLUSTER_AUTHORIZATION_FAILED (broker.apis.authorization).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
@@ -20,6 +22,8 @@ from protocol.messages import update_metadata as messages
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
+    if refused := authorization.error(ctx):
+        return {"error_code": refused}
     services = ctx.services
     code = await services.controller.epochs.check(request["controller_epoch"], request.get("broker_epoch", -1))
     if code != ErrorCode.NONE:

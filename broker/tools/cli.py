@@ -1,4 +1,4 @@
-"""The `minibroker` command: serve, cluster, topics, configs, reassign, groups (design.md's external interface)."""
+"""The `minibroker` command: serve, cluster, topics, configs, reassign, groups, acls (design.md's external interface)."""
 
 from __future__ import annotations
 
@@ -74,6 +74,12 @@ def _groups(args: argparse.Namespace) -> int:
     return asyncio.run(groups_tool.run(args))
 
 
+def _acls(args: argparse.Namespace) -> int:
+    from broker.tools import acls_tool
+    configure(None, level="warning")  # stdout is kafka-acls' listing; events go to stderr
+    return asyncio.run(acls_tool.run(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minibroker", description="A Kafka-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -116,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.tools import groups_tool
     groups_tool.add_parser(sub)
     sub.choices["groups"].set_defaults(func=_groups)
+    from broker.tools import acls_tool
+    acls_tool.add_parser(sub)
+    sub.choices["acls"].set_defaults(func=_acls)
     return parser
 
 

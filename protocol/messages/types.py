@@ -17,10 +17,13 @@ from protocol.messages import (
     alter_configs,
     api_versions,
     controlled_shutdown,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -1055,6 +1058,133 @@ class OffsetForLeaderEpochResponse(TypedDict):
     topics: list[OffsetForLeaderEpochResponseTopic]
 
 
+# ---- DescribeAcls (key 29), versions 0-2 ---------------------------------------------------------
+
+
+class DescribeAclsRequest(TypedDict):
+    """DescribeAcls request, versions 0-2."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: NotRequired[int]
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DescribeAclsResponseResourceAcl(TypedDict):
+    """An element of DescribeAclsResponse.resources[].acls[]."""
+
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class DescribeAclsResponseResource(TypedDict):
+    """An element of DescribeAclsResponse.resources[]."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: NotRequired[int]
+    acls: list[DescribeAclsResponseResourceAcl]
+
+
+class DescribeAclsResponse(TypedDict):
+    """DescribeAcls response, versions 0-2."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResponseResource]
+
+
+# ---- CreateAcls (key 30), versions 0-2 -----------------------------------------------------------
+
+
+class CreateAclsRequestCreation(TypedDict):
+    """An element of CreateAclsRequest.creations[]."""
+
+    resource_type: int
+    resource_name: str
+    resource_pattern_type: NotRequired[int]
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class CreateAclsRequest(TypedDict):
+    """CreateAcls request, versions 0-2."""
+
+    creations: list[CreateAclsRequestCreation]
+
+
+class CreateAclsResponseResult(TypedDict):
+    """An element of CreateAclsResponse.results[]."""
+
+    error_code: int
+    error_message: str | None
+
+
+class CreateAclsResponse(TypedDict):
+    """CreateAcls response, versions 0-2."""
+
+    throttle_time_ms: int
+    results: list[CreateAclsResponseResult]
+
+
+# ---- DeleteAcls (key 31), versions 0-2 -----------------------------------------------------------
+
+
+class DeleteAclsRequestFilter(TypedDict):
+    """An element of DeleteAclsRequest.filters[]."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: NotRequired[int]
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsRequest(TypedDict):
+    """DeleteAcls request, versions 0-2."""
+
+    filters: list[DeleteAclsRequestFilter]
+
+
+class DeleteAclsResponseFilterResultMatchingAcl(TypedDict):
+    """An element of DeleteAclsResponse.filter_results[].matching_acls[]."""
+
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    pattern_type: NotRequired[int]
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsResponseFilterResult(TypedDict):
+    """An element of DeleteAclsResponse.filter_results[]."""
+
+    error_code: int
+    error_message: str | None
+    matching_acls: list[DeleteAclsResponseFilterResultMatchingAcl]
+
+
+class DeleteAclsResponse(TypedDict):
+    """DeleteAcls response, versions 0-2."""
+
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsResponseFilterResult]
+
+
 # ---- DescribeConfigs (key 32), versions 0-4 ------------------------------------------------------
 
 
@@ -1382,6 +1512,9 @@ INIT_PRODUCER_ID: Api[InitProducerIdRequest, InitProducerIdResponse] = Api(
     init_producer_id.API_KEY, init_producer_id.NAME)
 OFFSET_FOR_LEADER_EPOCH: Api[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse] = Api(
     offset_for_leader_epoch.API_KEY, offset_for_leader_epoch.NAME)
+DESCRIBE_ACLS: Api[DescribeAclsRequest, DescribeAclsResponse] = Api(describe_acls.API_KEY, describe_acls.NAME)
+CREATE_ACLS: Api[CreateAclsRequest, CreateAclsResponse] = Api(create_acls.API_KEY, create_acls.NAME)
+DELETE_ACLS: Api[DeleteAclsRequest, DeleteAclsResponse] = Api(delete_acls.API_KEY, delete_acls.NAME)
 DESCRIBE_CONFIGS: Api[DescribeConfigsRequest, DescribeConfigsResponse] = Api(
     describe_configs.API_KEY, describe_configs.NAME)
 ALTER_CONFIGS: Api[AlterConfigsRequest, AlterConfigsResponse] = Api(alter_configs.API_KEY, alter_configs.NAME)

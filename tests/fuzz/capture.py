@@ -290,6 +290,17 @@ def codec_seeds() -> list[Recorded]:
                    "endpoints": [{"port": 9092, "host": "127.0.0.1", "security_protocol": 0}]}
         bodies.append((ApiKey.UPDATE_METADATA, v, {"controller_id": 0, "controller_epoch": 1,
                                                    "ungrouped_partition_states": [state], "live_brokers": [broker0]}))
+    # The ACL APIs: the capture broker has no authorizer (its answers are SECURITY_DISABLED), so
+    # the seeds are built here, one per version, with a LITERAL and a PREFIXED binding.
+    acl = {"principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
+    acl_filter = {"resource_type_filter": 2, "resource_name_filter": "fuzz-seed", "pattern_type_filter": 3,
+                  "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    for v in range(3):
+        bodies.append((ApiKey.CREATE_ACLS, v, {"creations": [
+            {"resource_type": 2, "resource_name": "fuzz-seed", "resource_pattern_type": 3, **acl},
+            {"resource_type": 3, "resource_name": "fuzz-", "resource_pattern_type": 4, **acl}]}))
+        bodies.append((ApiKey.DESCRIBE_ACLS, v, acl_filter))
+        bodies.append((ApiKey.DELETE_ACLS, v, {"filters": [acl_filter]}))
     out = []
     for key, version, body in bodies:
         frame = encode_request_header(key, version, 1, "codec") + request_codec(key, version).encode(body)

@@ -46,6 +46,7 @@ BROKER_FAMILIES = {
     ("consumer_group_members", "gauge"),
     ("consumer_group_state", "gauge"),
     ("group_rebalances_total", "counter"),
+    ("authorization_denials_total", "counter"),
 }
 
 
