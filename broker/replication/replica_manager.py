@@ -50,6 +50,7 @@ from broker.log.dirs import partition_dir
 from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.log.leader_epoch_checkpoint import LeaderEpochFile
 from broker.log.log import CLEAN_SHUTDOWN
+from broker.log.open_files import SEGMENT_FILES, is_descriptor_exhaustion, soft_nofile_limit
 from broker.log.producer_state import BatchMetadata, ProducerBatch, ProducerStateError
 from broker.log.producers import PartitionProducers
 from broker.log.retention import plan_deletion
@@ -146,6 +147,8 @@ class ReplicaManager:
         self._offline_listeners: list[Callable[[tuple[str, int]], None]] = []
         # Partitions the controller gave this broker whose log could not be opened (Kafka's HostedPartition.Offline).
         self._unopened_offline: set[tuple[str, int]] = set()
+        self.descriptor_errors = 0  # calls refused for want of a descriptor (broker.log.open_files)
+        self._last_descriptor_warning_ms = float("-inf")
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -231,7 +234,15 @@ class ReplicaManager:
         self._offline_listeners.append(listener)
 
     def fail_dir(self, operation: str, error: BaseException) -> None:
-        """Kafka's handleLogDirFailure: take the log directory and every partition in it offline."""
+        """Kafka's handleLogDirFailure: take the log directory and every partition in it offline.
+
+        Departure: running out of descriptors (EMFILE, ENFILE; broker.log.open_files) says nothing
+        about the disk. Kafka 2.8 takes the directory offline then; here only the call that met
+        it fails (KAFKA_STORAGE_ERROR for that partition), and the event names the limits.
+        """
+        if is_descriptor_exhaustion(error):
+            self._descriptors_exhausted(operation, error)
+            return
         if not self.dir_failures.fail(self.log_dir, operation, error):
             return
         self._take_offline(self.partitions.values())
@@ -253,6 +264,18 @@ class ReplicaManager:
                 except Exception as e:  # one listener's failure must not keep the others from running
                     log.error("log_dir.listener_failed", error=str(e))
         self.appended.fire()  # waiting acks=all produces and long-poll fetches answer now
+
+    def _descriptors_exhausted(self, operation: str, error: BaseException) -> None:
+        self.descriptor_errors += 1
+        now = self.clock()
+        if now - self._last_descriptor_warning_ms < 1000:
+            return  # one event a second at most: a full pool can refuse many calls in a row
+        self._last_descriptor_warning_ms = now
+        log.error("log.open_files_exhausted", operation=operation, error=str(error),
+                  soft_limit=soft_nofile_limit(), max_open_segment_files=SEGMENT_FILES.capacity,
+                  open_segment_files=SEGMENT_FILES.live, refused=self.descriptor_errors,
+                  action="KAFKA_STORAGE_ERROR for the partition; raise the soft RLIMIT_NOFILE or "
+                         "log.max.open.segment.files, or host fewer partitions")
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -282,6 +305,11 @@ class ReplicaManager:
                 self._unopened_offline.add((topic, index))
                 self.fail_dir("open", e)
                 raise
+            except OSError as e:  # outside the log (leader-epoch or producer files): the same
+                self._unopened_offline.add((topic, index))
+                self.fail_dir("open", e)
+                raise KafkaStorageError(self.log_dir, "open", e) from e
+            self._unopened_offline.discard((topic, index))  # out of descriptors before, perhaps
             part = Partition(topic, index, plog, epochs, producers=producers)
             part.high_watermark = min(self._checkpointed.get((topic, index), 0), plog.log_end_offset)
             self.partitions[(topic, index)] = part
