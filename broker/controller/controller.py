@@ -61,6 +61,10 @@ class Controller:
         self._topic_watches: dict[str, Watch] = {}
         # Brokers whose log directory failed: alive, but never leader nor in an ISR until they register again.
         self.dir_offline: set[int] = set()
+        # Replicas a broker answered KAFKA_STORAGE_ERROR for (a log it could not open, out of
+        # descriptors perhaps): never leader nor in the ISR until that broker registers again.
+        self.offline_replicas: dict[int, set[TP]] = {}
+        self.ctx.on_storage_errors = self._storage_errors_answered
         self.reassigner = Reassigner(self.ctx)
         self.epochs = ControlRequestEpochs(zk, broker_id)
 
@@ -285,7 +289,8 @@ class Controller:
                 return False
             state, version = cur
             replicas = self.ctx.assignment[tp[0]][tp[1]]
-            live_isr = [r for r in state.isr if r in self.ctx.live and r != excluding and r not in self.dir_offline]
+            live_isr = [r for r in state.isr if r in self.ctx.live and r != excluding and r not in self.dir_offline
+                        and tp not in self.offline_replicas.get(r, ())]
             candidates = [r for r in replicas if r in live_isr and r not in self.ctx.shutting_down]
             if candidates:
                 leader, isr = candidates[0], live_isr
@@ -357,6 +362,8 @@ class Controller:
         self.ctx.shutting_down -= set(dead)
         # A broker registering again has opened its log directory anew (Kafka's onBrokerStartup).
         self.dir_offline -= set(dead) | set(new)
+        for b in set(dead) | set(new):
+            self.offline_replicas.pop(b, None)
         if dead:
             log.info("controller.brokers_failed", brokers=dead)
             changed = await self._bring_online(self._all_partitions())
@@ -429,6 +436,8 @@ class Controller:
     def _forget_topic(self, topic: str) -> None:
         for p in self.ctx.assignment.pop(topic, {}):
             self.ctx.states.pop((topic, p), None)
+            for offline in self.offline_replicas.values():
+                offline.discard((topic, p))
         watch = self._topic_watches.pop(topic, None)
         if watch is not None:
             watch.cancel()
@@ -497,6 +506,34 @@ class Controller:
                 elif await self._remove_from_isr(tp, b):
                     changed.append(tp)
             log.warning("controller.log_dir_failed", broker=b, partitions_changed=len(changed))
+        self._propagate(changed)
+
+    def _storage_errors_answered(self, broker_id: int, partitions: list[TP]) -> None:
+        self.ctx.enqueue(lambda: self._replicas_offline(broker_id, partitions))
+
+    async def _replicas_offline(self, broker_id: int, partitions: list[TP]) -> None:
+        """Kafka's onReplicasBecomeOffline for replicas a LeaderAndIsr answer named: a partition
+        they lead gets another leader from the rest of its ISR (if none is left, it stays as it is:
+        the broker answers KAFKA_STORAGE_ERROR for it), and they leave the ISR of the others.
+        Nothing is sent again to that broker for them: the same request would fail the same way."""
+        if broker_id not in self.ctx.live:
+            return
+        offline = self.offline_replicas.setdefault(broker_id, set())
+        fresh = [tp for tp in partitions if tp not in offline and tp in self.ctx.states]
+        offline.update(fresh)
+        changed: list[TP] = []
+        for tp in fresh:
+            cur = self.ctx.states.get(tp)
+            if cur is None:
+                continue
+            if cur[0].leader == broker_id:
+                if await self._elect_leader(tp, excluding=broker_id):
+                    changed.append(tp)
+            elif await self._remove_from_isr(tp, broker_id):
+                changed.append(tp)
+        if fresh:
+            log.warning("controller.replicas_offline", broker=broker_id, partitions=len(fresh),
+                        partitions_changed=len(changed))
         self._propagate(changed)
 
     async def _drop_leader(self, tp: TP, broker_id: int) -> bool:
