@@ -614,14 +614,15 @@ class Log:
 
     # ---- durability and lifetime -----------------------------------------------------
 
-    def flush(self) -> None:
-        """fsync every segment written since the last flush, and the directory if files changed."""
+    def flush(self, sync_dir: bool = True) -> None:
+        """fsync every segment written since the last flush, and the directory if files changed
+        (unless `sync_dir` is False: close fsyncs it once, after its marker)."""
         self._check_open()
         try:
             for seg in self._unflushed:
                 seg.flush()
             self._unflushed.clear()
-            if self._dir_dirty:
+            if self._dir_dirty and sync_dir:
                 _fsync_dir(self.directory)
                 self._dir_dirty = False
         except OSError as e:
@@ -643,7 +644,7 @@ class Log:
                 active.write_indexes()
             except OSError as e:
                 raise self._fail("close", e) from e
-            self.flush()
+            self.flush(sync_dir=False)  # the marker's directory fsync below covers the directory
         except KafkaStorageError:
             self._close_fds()
             raise

@@ -24,6 +24,7 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import threading
 from collections import OrderedDict
 from typing import Protocol
 
@@ -65,7 +66,8 @@ class OpenFile:
                 os.close(fd)
             except OSError:
                 pass
-            self._pool.live -= 1
+            with self._pool.lock:
+                self._pool.live -= 1
 
 
 class OpenFiles:
@@ -77,36 +79,43 @@ class OpenFiles:
         self.opens = 0  # descriptors opened, for the metrics
         self.evictions = 0
         self._idle: OrderedDict[Evictable, None] = OrderedDict()
+        # Shutdown closes logs on worker threads (ReplicaManager.stop); everything else runs on
+        # the event loop. Reentrant: an eviction drops an OpenFile whose __del__ takes it again.
+        self.lock = threading.RLock()
 
     def configure(self, capacity: int) -> None:
         """`log.max.open.segment.files` (0: derived from the soft RLIMIT_NOFILE); evicts down to it."""
         self.capacity = capacity if capacity > 0 else derived_capacity()
-        self._evict_to(self.capacity)
+        with self.lock:
+            self._evict_to(self.capacity)
 
     def open(self, path: os.PathLike[str] | str, flags: int) -> OpenFile:
         """A new descriptor for `path`, evicting idle segments first; EMFILE when none can go."""
-        if self.live >= self.capacity:
-            self._evict_to(self.capacity - 1)
+        with self.lock:
             if self.live >= self.capacity:
-                raise OSError(errno.EMFILE, f"Too many open files: {self.live} segment files open, the bound "
-                              f"(log.max.open.segment.files) is {self.capacity} of a soft RLIMIT_NOFILE of "
-                              f"{soft_nofile_limit()}", str(path))
-        fd = os.open(path, flags, 0o644)
-        self.live += 1
-        self.opens += 1
-        return OpenFile(fd, self)
+                self._evict_to(self.capacity - 1)
+                if self.live >= self.capacity:
+                    raise OSError(errno.EMFILE, f"Too many open files: {self.live} segment files open, the bound "
+                                  f"(log.max.open.segment.files) is {self.capacity} of a soft RLIMIT_NOFILE of "
+                                  f"{soft_nofile_limit()}", str(path))
+            fd = os.open(path, flags, 0o644)
+            self.live += 1
+            self.opens += 1
+            return OpenFile(fd, self)
 
     def idle(self, segment: Evictable) -> None:
         """`segment` holds a descriptor it may give back (not an active segment): most recent first to stay."""
-        idle = self._idle
-        if segment in idle:
-            idle.move_to_end(segment)
-        else:
-            idle[segment] = None
+        with self.lock:
+            idle = self._idle
+            if segment in idle:
+                idle.move_to_end(segment)
+            else:
+                idle[segment] = None
 
     def busy(self, segment: Evictable) -> None:
         """`segment` holds no descriptor any more, or must keep it (it became active)."""
-        self._idle.pop(segment, None)
+        with self.lock:
+            self._idle.pop(segment, None)
 
     @property
     def idle_count(self) -> int:

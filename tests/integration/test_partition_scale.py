@@ -13,8 +13,6 @@ import asyncio
 import re
 from collections.abc import Callable
 
-import pytest
-
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records.records import decode_records
@@ -22,7 +20,6 @@ from tests.support.brokers import BrokerProcess
 from tests.support.topics import create_topic
 from tests.support.waiting import wait_for
 from tests.support.wire import connect, fetch, produce
-
 
 
 def value(p: int, i: int) -> bytes:
