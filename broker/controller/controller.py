@@ -41,6 +41,9 @@ from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, Watc
 
 log = structlog.get_logger()
 
+# First partition states (znodes) created at once by _bring_online.
+_CREATE_WINDOW = 256
+
 
 TP = tuple[str, int]
 
@@ -252,33 +255,45 @@ class Controller:
     # ---- leader election -------------------------------------------------------------
 
     async def _bring_online(self, partitions: list[TP]) -> list[TP]:
-        """New partitions get a first state; partitions whose leader is gone get a new one."""
+        """New partitions get a first state; partitions whose leader is gone get a new one.
+
+        The first states are written concurrently, _CREATE_WINDOW znodes in flight at a time (Kafka
+        batches them too): one ZooKeeper round trip after another made 10,000 partitions wait
+        ~10 s here. The order of the states written does not matter; each is its own znode.
+        """
         changed = []
+        fresh: list[tuple[TP, L.PartitionState]] = []
         for tp in partitions:
-            if not self.ctx.active:
-                break  # no longer the controller: no first state written on an expired authority
             replicas = self.ctx.assignment[tp[0]][tp[1]]
             cur = self.ctx.states.get(tp)
             if cur is None:
                 alive = [r for r in replicas if r in self.ctx.live and r not in self.dir_offline]
-                if not alive:
-                    continue
-                state = L.PartitionState(alive[0], 0, self.ctx.epoch, alive)
-                try:
-                    await self.zk.create(L.partition_state_path(*tp), state.encode(), make_parents=True)
-                    self.ctx.states[tp] = (state, 0)
-                except NodeExistsError:
+                if alive:
+                    fresh.append((tp, L.PartitionState(alive[0], 0, self.ctx.epoch, alive)))
+            elif (cur[0].leader not in self.ctx.live or cur[0].leader in self.ctx.shutting_down
+                  or cur[0].leader in self.dir_offline):
+                if not self.ctx.active:
+                    break
+                if await self._elect_leader(tp):
+                    changed.append(tp)
+        for start in range(0, len(fresh), _CREATE_WINDOW):
+            if not self.ctx.active:
+                break  # no longer the controller: no first state written on an expired authority
+            window = fresh[start:start + _CREATE_WINDOW]
+            results = await asyncio.gather(*(self.zk.create(L.partition_state_path(*tp), state.encode(),
+                                                            make_parents=True) for tp, state in window),
+                                           return_exceptions=True)
+            for (tp, state), result in zip(window, results, strict=True):
+                if isinstance(result, NodeExistsError):
                     await self.ctx.read_state(*tp)
                     if tp in self.ctx.states and self.ctx.states[tp][0].leader in self.ctx.live:
                         changed.append(tp)
-                        continue
-                    if await self._elect_leader(tp):
+                    elif await self._elect_leader(tp):
                         changed.append(tp)
-                    continue
-                changed.append(tp)
-            elif (cur[0].leader not in self.ctx.live or cur[0].leader in self.ctx.shutting_down
-                  or cur[0].leader in self.dir_offline):
-                if await self._elect_leader(tp):
+                elif isinstance(result, BaseException):
+                    raise result
+                else:
+                    self.ctx.states[tp] = (state, 0)
                     changed.append(tp)
         return changed
 

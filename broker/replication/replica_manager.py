@@ -49,7 +49,7 @@ from broker.config import BrokerConfig
 from broker.log import FileSlice, KafkaStorageError, Log, OffsetOutOfRange
 from broker.log.dirs import partition_dir
 from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-from broker.log.leader_epoch_checkpoint import LeaderEpochFile
+from broker.log.leader_epoch_checkpoint import DeferredSyncs, LeaderEpochFile
 from broker.log.log import CLEAN_SHUTDOWN
 from broker.log.open_files import SEGMENT_FILES, is_descriptor_exhaustion, soft_nofile_limit
 from broker.log.producer_state import BatchMetadata, ProducerBatch, ProducerStateError
@@ -150,6 +150,8 @@ class ReplicaManager:
         self._offline_listeners: list[Callable[[tuple[str, int]], None]] = []
         # Partitions the controller gave this broker whose log could not be opened (Kafka's HostedPartition.Offline).
         self._unopened_offline: set[tuple[str, int]] = set()
+        # Leader-epoch checkpoint fsyncs, batched (see sync_epochs).
+        self.epoch_syncs = DeferredSyncs()
         self.descriptor_errors = 0  # calls refused for want of a descriptor (broker.log.open_files)
         self._last_descriptor_warning_ms = float("-inf")
         try:
@@ -208,6 +210,7 @@ class ReplicaManager:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._try_checkpoint()
+        await self.sync_epochs()
         # Each log's close is a few fsyncs (segments, indexes, snapshot, directory): run on worker
         # threads, several at once, off the event loop. Nothing else touches a log by now (the
         # listeners, fetchers and the tasks above have stopped); the errors are handled here.
@@ -299,7 +302,7 @@ class ReplicaManager:
                                 log_start_offset=self._start_checkpointed.get((topic, index), 0))
                 producers = PartitionProducers(plog, self.config.transactional_id_expiration_ms)
                 try:
-                    epochs = LeaderEpochFile.open(plog)
+                    epochs = LeaderEpochFile.open(plog, self.epoch_syncs)
                     producers.load(self.wall_clock(), clean)
                 except BaseException:
                     plog.abandon()
@@ -365,6 +368,17 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(5)
             self._try_checkpoint()
+            await self.sync_epochs()
+
+    async def sync_epochs(self) -> None:
+        """The leader-epoch checkpoints written since the last call, fsynced together on worker
+        threads (broker.log.leader_epoch_checkpoint.DeferredSyncs): before a LeaderAndIsr is
+        answered, every checkpoint interval and at shutdown. A failure fails the directory."""
+        if not len(self.epoch_syncs):
+            return
+        failures = await asyncio.to_thread(self.epoch_syncs.sync)
+        for path, error in failures[:1]:
+            self.fail_dir("leader epoch checkpoint", KafkaStorageError(path.parent, "leader epoch checkpoint", error))
 
     # ---- roles (LeaderAndIsr, StopReplica) -------------------------------------------
 
