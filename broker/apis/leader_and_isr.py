@@ -16,6 +16,7 @@ only come from a client, and it could move leadership: it is refused with STALE_
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import structlog
@@ -29,6 +30,8 @@ from protocol.topic import topic_partition_error
 
 log = structlog.get_logger()
 
+_YIELD_EVERY = 32
+
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     services = ctx.services
@@ -40,7 +43,11 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                                                  for t in request["topic_states"] for ps in t["partition_states"]]
     leaders = {b["broker_id"]: (b["host_name"], b["port"]) for b in request["live_leaders"]}
     errors = []
-    for ps in request["ungrouped_partition_states"]:
+    for i, ps in enumerate(request["ungrouped_partition_states"]):
+        if i and not i % _YIELD_EVERY:
+            # Thousands of partition states are seconds of work: let ZooKeeper pings, clients and
+            # the controller's own events run in between, or the session expires mid-request.
+            await asyncio.sleep(0)
         code = topic_partition_error(ps["topic_name"], ps["partition_index"])
         if code == ErrorCode.NONE:
             try:

@@ -118,7 +118,8 @@ class ControllerContext:
                 "topic_states": _by_topic([self.partition_state_body(tp) for tp in tps]),
                 "live_leaders": [{"broker_id": b, "host_name": self.live[b].host, "port": self.live[b].port}
                                  for b in sorted(leaders) if b in self.live]}
-        sent = self.channel.send(broker_id, ApiKey.LEADER_AND_ISR, 2, body)
+        # 30 s, plus 10 ms a partition: 10,000 partitions get 130 s before the request is retried.
+        sent = self.channel.send(broker_id, ApiKey.LEADER_AND_ISR, 2, body, timeout=30 + 0.01 * len(tps))
         if self.on_storage_errors is not None:
             sent.add_done_callback(lambda fut: self._leader_and_isr_answered(broker_id, fut))
 

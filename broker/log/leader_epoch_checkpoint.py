@@ -11,7 +11,10 @@ on worker threads, before it answers the LeaderAndIsr that made them, every chec
 and at shutdown. Four fsyncs per partition, one after another on the event loop, were two
 thirds of the broker's time creating or restarting 1,000 partitions. A power loss before the
 sync may leave the old file or an unparsable one: both are handled at open (the log is
-scanned). An empty cache of an empty log is not written at open: no file reads the same.
+scanned). An empty cache of an empty log is not written at open: no file reads the same. While
+the file does not exist (a new partition), a change is not written on the event loop at all: the
+worker threads write it whole at the next sync. Until then a crash finds no file, and the open
+rebuilds the cache from the log, which holds every epoch appended meanwhile.
 
 `LeaderEpochFile` is what the replica manager holds per partition: the pure cache
 (leader_epoch_cache.py) plus that file. On open it reads the file and drops entries the log no
@@ -121,24 +124,70 @@ class DeferredSyncs:
 
     def __init__(self) -> None:
         self._paths: set[Path] = set()
+        self._unwritten: dict[Path, LeaderEpochFile] = {}
+        self._in_flight: dict[Path, LeaderEpochFile] = {}
         self._lock = threading.Lock()
 
     def add(self, path: Path) -> None:
         with self._lock:
             self._paths.add(path)
 
-    def __len__(self) -> int:
-        return len(self._paths)
+    def add_unwritten(self, epochs: LeaderEpochFile) -> None:
+        """A file not on disk yet: written whole (and fsynced) at the next sync."""
+        self._unwritten[epochs.path] = epochs
 
-    def sync(self, threads: int = 16) -> list[tuple[Path, OSError]]:
-        """fsync every pending file and its directory, `threads` at a time; the failures."""
+    def __len__(self) -> int:
+        return len(self._paths) + len(self._unwritten)
+
+    def take(self) -> list[tuple[Path, str | None]]:
+        """On the event loop: the pending jobs, each (path, text to write or None to fsync only).
+        A file being written by a job is written by jobs only (`in_flight`) until `done`."""
+        unwritten, self._unwritten = self._unwritten, {}
+        jobs: list[tuple[Path, str | None]] = []
+        for path, epochs in unwritten.items():
+            epochs.in_flight = True
+            self._in_flight[path] = epochs
+            jobs.append((path, render(epochs.cache.entries)))
         with self._lock:
             paths, self._paths = self._paths, set()
-        if not paths:
+        jobs += [(path, None) for path in paths if path not in unwritten]
+        return jobs
+
+    def done(self, failures: list[tuple[Path, OSError]]) -> None:
+        """On the event loop, after `run`: the files written exist from now on."""
+        failed = {path for path, _ in failures}
+        in_flight, self._in_flight = self._in_flight, {}
+        for path, epochs in in_flight.items():
+            epochs.in_flight = False
+            if path not in failed:
+                epochs.written = True
+
+    @staticmethod
+    def run(jobs: list[tuple[Path, str | None]], threads: int = 16) -> list[tuple[Path, OSError]]:
+        """On worker threads: every job, `threads` at a time; the failures."""
+        if not jobs:
             return []
-        with ThreadPoolExecutor(max_workers=min(threads, len(paths)), thread_name_prefix="epoch-sync") as pool:
-            results = list(pool.map(_sync_file_and_dir, paths))
-        return [(path, error) for path, error in zip(paths, results, strict=True) if error is not None]
+        with ThreadPoolExecutor(max_workers=min(threads, len(jobs)), thread_name_prefix="epoch-sync") as pool:
+            results = list(pool.map(_run_job, jobs))
+        return [(path, error) for (path, _), error in zip(jobs, results, strict=True) if error is not None]
+
+    def sync(self, threads: int = 16) -> list[tuple[Path, OSError]]:
+        """All three steps at once (no event loop: tests, tools)."""
+        failures = self.run(self.take(), threads)
+        self.done(failures)
+        return failures
+
+
+def _run_job(job: tuple[Path, str | None]) -> OSError | None:
+    path, text = job
+    if text is None:
+        return _sync_file_and_dir(path)
+    try:
+        if path.parent.exists():  # a deleted partition's file is not made again
+            write_atomically(path, text)
+    except OSError as e:
+        return e
+    return None
 
 
 def _sync_file_and_dir(path: Path) -> OSError | None:
@@ -164,6 +213,8 @@ class LeaderEpochFile:
         self.path = directory / FILENAME
         self.cache = cache
         self.deferred = deferred
+        self.written = True  # the file exists; else changes are written by DeferredSyncs' threads
+        self.in_flight = False  # a DeferredSyncs job is writing it now
 
     @classmethod
     def open(cls, plog: Log, deferred: DeferredSyncs | None = None) -> LeaderEpochFile:
@@ -184,6 +235,7 @@ class LeaderEpochFile:
             changed = cache.truncate_from_start(plog.log_start_offset) or changed
             epochs = cls(plog.directory, cache, deferred)
             if rebuilt and not len(cache) and not path.exists() and plog.log_end_offset == plog.log_start_offset:
+                epochs.written = False
                 return epochs  # a new, empty log: no file and an empty cache read the same
             if rebuilt or changed:
                 epochs.flush()
@@ -197,6 +249,9 @@ class LeaderEpochFile:
         try:
             if self.deferred is None:
                 write_atomically(self.path, render(self.cache.entries))
+                self.written = True
+            elif not self.written or self.in_flight:
+                self.deferred.add_unwritten(self)  # no file yet, or a thread writing it: see above
             else:
                 write_atomically(self.path, render(self.cache.entries), sync=False)
                 self.deferred.add(self.path)

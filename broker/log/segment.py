@@ -110,7 +110,8 @@ class Segment:
     __slots__ = ("base_offset", "log_path", "index_path", "size", "index_interval", "index_existed",
                  "_keys", "_positions", "_bytes_since_index", "time_index_path", "time_index_existed",
                  "time_index", "timestamps", "_file", "_pool", "_pinned", "_closed", "_index_on_disk",
-                 "_time_on_disk", "_index_cut", "_time_cut", "__weakref__")
+                 "_time_on_disk", "_index_cut", "_time_cut", "_files_made",
+                 "__weakref__")
 
     def __init__(self, directory: Path, base_offset: int, index_interval: int, *, create: bool,
                  pool: OpenFiles | None = None, pinned: bool = True) -> None:
@@ -133,16 +134,13 @@ class Segment:
         if create:
             flags |= os.O_TRUNC
         self._file = self._pool.open(self.log_path, flags)
+        # A new segment's index files are made by its first `write_indexes` (roll, flush, close):
+        # two file creations fewer per new partition. Until then a kill leaves it the last
+        # segment, which recovery rebuilds anyway. A stale pair from an earlier life goes now.
+        self._files_made = not create
         if create:
-            try:  # the index files exist from the start, empty, as Kafka's do
-                for path in (self.index_path, self.time_index_path):
-                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
-            except BaseException:
-                self.close()
-                # a roll that failed halfway leaves no segment behind
-                for path in (self.log_path, self.index_path, self.time_index_path):
-                    path.unlink(missing_ok=True)
-                raise
+            for path in (self.index_path, self.time_index_path):
+                path.unlink(missing_ok=True)
         self.size = os.fstat(self._file.fd).st_size
         if not pinned:
             self._pool.idle(self)
@@ -198,7 +196,7 @@ class Segment:
         """Write what the index files lack (cutting what they hold beyond memory), fsync if `sync`."""
         keys = len(self._keys)
         times = len(self.time_index)
-        if keys != self._index_on_disk or sync or self._index_cut:
+        if keys != self._index_on_disk or sync or self._index_cut or not self._files_made:
             fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 on_disk = min(self._index_on_disk, keys)
@@ -219,7 +217,7 @@ class Segment:
                 os.close(fd)
             self._index_on_disk = keys
             self._index_cut = False
-        if times != self._time_on_disk or sync or self._time_cut:
+        if times != self._time_on_disk or sync or self._time_cut or not self._files_made:
             fd = os.open(self.time_index_path, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 on_disk = min(self._time_on_disk, times)
@@ -234,6 +232,7 @@ class Segment:
                 os.close(fd)
             self._time_on_disk = times
             self._time_cut = False
+        self._files_made = True
 
     # ---- loading and recovery --------------------------------------------------------
 

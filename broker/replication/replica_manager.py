@@ -152,6 +152,7 @@ class ReplicaManager:
         self._unopened_offline: set[tuple[str, int]] = set()
         # Leader-epoch checkpoint fsyncs, batched (see sync_epochs).
         self.epoch_syncs = DeferredSyncs()
+        self._epoch_sync_lock = asyncio.Lock()
         self.descriptor_errors = 0  # calls refused for want of a descriptor (broker.log.open_files)
         self._last_descriptor_warning_ms = float("-inf")
         try:
@@ -376,7 +377,10 @@ class ReplicaManager:
         answered, every checkpoint interval and at shutdown. A failure fails the directory."""
         if not len(self.epoch_syncs):
             return
-        failures = await asyncio.to_thread(self.epoch_syncs.sync)
+        async with self._epoch_sync_lock:  # one round at a time: a file is in one round's jobs only
+            jobs = self.epoch_syncs.take()  # rendered here, on the loop that changes the caches
+            failures = await asyncio.to_thread(DeferredSyncs.run, jobs)
+            self.epoch_syncs.done(failures)
         for path, error in failures[:1]:
             self.fail_dir("leader epoch checkpoint", KafkaStorageError(path.parent, "leader epoch checkpoint", error))
 

@@ -55,7 +55,7 @@ def test_only_active_segments_and_recent_reads_hold_descriptors(tmp_path: Path) 
     assert all(log.segments[-1].has_descriptor for log in logs)
     for log in logs:
         log.close()
-    assert pool.live == 0 and open_fds() == base
+    assert pool.live == 0 and open_fds() <= base
 
 
 def test_a_slice_outlives_the_eviction_of_its_segment(tmp_path: Path) -> None:
