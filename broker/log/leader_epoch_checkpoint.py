@@ -215,9 +215,12 @@ class LeaderEpochFile:
         self.deferred = deferred
         self.written = True  # the file exists; else changes are written by DeferredSyncs' threads
         self.in_flight = False  # a DeferredSyncs job is writing it now
+        self.dirty = False  # changed at open, not written yet (see open's `write`)
 
     @classmethod
-    def open(cls, plog: Log, deferred: DeferredSyncs | None = None) -> LeaderEpochFile:
+    def open(cls, plog: Log, deferred: DeferredSyncs | None = None, write: bool = True) -> LeaderEpochFile:
+        """Read (or rebuild) the cache. Without `write`, a change found at open is left for the
+        caller's `flush_if_dirty` (a new leader's epoch rewrites the file anyway: one write, not two)."""
         path = plog.directory / FILENAME
         try:
             try:
@@ -237,15 +240,22 @@ class LeaderEpochFile:
             if rebuilt and not len(cache) and not path.exists() and plog.log_end_offset == plog.log_start_offset:
                 epochs.written = False
                 return epochs  # a new, empty log: no file and an empty cache read the same
-            if rebuilt or changed:
+            if (rebuilt or changed) and not write:
+                epochs.dirty = True
+            elif rebuilt or changed:
                 epochs.flush()
-                if rebuilt:
-                    log.info("leader_epochs.rebuilt", path=str(path), entries=len(cache))
+            if rebuilt:
+                log.info("leader_epochs.rebuilt", path=str(path), entries=len(cache))
         except OSError as e:
             raise KafkaStorageError(plog.directory, "leader epochs", e) from e
         return epochs
 
+    def flush_if_dirty(self) -> None:
+        if self.dirty:
+            self.flush()
+
     def flush(self) -> None:
+        self.dirty = False
         try:
             if self.deferred is None:
                 write_atomically(self.path, render(self.cache.entries))

@@ -303,7 +303,8 @@ class ReplicaManager:
                                 log_start_offset=self._start_checkpointed.get((topic, index), 0))
                 producers = PartitionProducers(plog, self.config.transactional_id_expiration_ms)
                 try:
-                    epochs = LeaderEpochFile.open(plog, self.epoch_syncs)
+                    # What open changes is written by become_leader's new epoch or become_follower.
+                    epochs = LeaderEpochFile.open(plog, self.epoch_syncs, write=False)
                     producers.load(self.wall_clock(), clean)
                 except BaseException:
                     plog.abandon()
@@ -398,6 +399,7 @@ class ReplicaManager:
             # Kafka's makeLeader: this epoch's messages start at our log end (KIP-279: also when
             # the epoch is not new to us, so a follower asking for it gets our log end).
             part.epochs.assign(leader_epoch, part.log_end_offset)
+            part.epochs.flush_if_dirty()  # the open's own changes, when the epoch was not new
         except KafkaStorageError as e:
             self.fail_dir("leader epoch checkpoint", e)
             raise
@@ -414,6 +416,11 @@ class ReplicaManager:
                         isr: list[int], zk_version: int, controller_epoch: int,
                         segment_bytes: int | None) -> Partition:
         part = self._open(topic, index, segment_bytes)
+        try:
+            part.epochs.flush_if_dirty()  # what the open changed (a follower assigns no epoch here)
+        except KafkaStorageError as e:
+            self.fail_dir("leader epoch checkpoint", e)
+            raise
         part.replicas, part.isr, part.leader_epoch = list(replicas), list(isr), leader_epoch
         part.leader, part.zk_version, part.controller_epoch = leader, zk_version, controller_epoch
         part.leader_epoch_start_offset = -1
