@@ -407,7 +407,10 @@ class Controller:
             for r in self.ctx.assignment[tp[0]][tp[1]]:
                 # A broker in controlled shutdown is not told (Kafka's ControlledShutdownLeaderSelector
                 # leaves it out): as a follower it would fetch, catch up and rejoin the ISR.
-                if r in self.ctx.live and r not in self.ctx.shutting_down:
+                # Nor is a replica that answered KAFKA_STORAGE_ERROR (Kafka's OfflineReplica): it
+                # would fail the same way again.
+                if (r in self.ctx.live and r not in self.ctx.shutting_down
+                        and tp not in self.offline_replicas.get(r, ())):
                     by_broker.setdefault(r, []).append(tp)
         for b, tps in by_broker.items():
             self.ctx.send_leader_and_isr(b, tps)

@@ -132,3 +132,36 @@ def _logged(b: BrokerProcess, event: str) -> str | None:
 
 def _count(b: BrokerProcess, event: str) -> int:
     return len(re.findall(rf"event='{re.escape(event)}'", b.log_path.read_text()))
+
+
+async def test_a_replica_that_cannot_open_its_log_loses_leadership_to_another(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    """Kafka's onReplicasBecomeOffline: broker 1 (soft limit 256, 192 segment files) is the first
+    replica of partitions it cannot open; it answers KAFKA_STORAGE_ERROR, and the controller
+    elects broker 0 from the ISR for exactly those, once, and clients produce to them there."""
+    b0 = broker_factory(0)
+    b1 = broker_factory(1, nofile=256)
+    await create_topic(b0, "fill", assignment={p: [1] for p in range(188)}, timeout=60)
+    await create_topic(b0, "moved", assignment={p: [1, 0] for p in range(12)}, timeout=60)
+
+    async def leaders() -> dict[int, int] | None:
+        async with await connect(b0) as conn:
+            md = await conn.request(ApiKey.METADATA, 1, {"topics": [{"name": "moved"}]})
+        found = {p["partition_index"]: p["leader_id"] for p in md["topics"][0]["partitions"]}
+        return found if 0 in found.values() else None
+    led = await wait_for("partitions broker 1 cannot open led by broker 0", leaders, timeout=60)
+    on_0 = sorted(p for p, leader in led.items() if leader == 0)
+    on_1 = sorted(p for p, leader in led.items() if leader == 1)
+    assert on_0 and on_1 and len(on_1) <= 192 - 188
+    async with await connect(b0) as conn:
+        for p in on_0:
+            assert (await produce(conn, "moved", p, [(None, b"to broker 0")]))["error_code"] == 0
+    async with await connect(b1) as conn:
+        for p in on_1:
+            assert (await produce(conn, "moved", p, [(None, b"to broker 1")]))["error_code"] == 0
+    # Broker 1 said so once per partition; nothing was sent to it again for them.
+    await asyncio.sleep(3)
+    assert _count(b1, "partition.storage_error") == len(on_0)
+    offline = [line for broker in (b0, b1) for line in broker.log_path.read_text().splitlines()
+               if "controller.replicas_offline" in line]
+    assert len(offline) == 1 and f"partitions={len(on_0)}" in offline[0], offline
