@@ -628,9 +628,26 @@ class Log:
         except OSError as e:
             raise self._fail("flush", e) from e
 
-    def close(self) -> None:
-        """Flush, close every fd and leave the clean-shutdown marker. Idempotent."""
+    def close(self, durable: bool = True) -> None:
+        """Flush, close every fd and leave the clean-shutdown marker. Idempotent.
+
+        Not `durable` (the broker's shutdown): everything is written but nothing fsynced and no
+        marker left; the caller syncs the file system once for every log, then calls
+        `mark_clean_shutdown`, then syncs again (one syncfs instead of ~5 fsyncs a partition)."""
         if self._closed:
+            return
+        if not durable and self._failed is None:
+            try:
+                active = self._segments[-1]
+                active.append_final_time_entry()
+                self._unflushed.add(active)
+                for seg in self._unflushed:
+                    seg.write_indexes()
+                self._unflushed.clear()
+            except OSError as e:
+                self._close_fds()
+                raise self._fail("close", e) from e
+            self._close_fds()
             return
         if self._failed is not None:
             # No clean-shutdown marker: the next open must validate what is on disk.
@@ -654,6 +671,13 @@ class Log:
             fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.close(fd)
             _fsync_dir(self.directory)
+        except OSError as e:
+            raise KafkaStorageError(self.directory, "close", e) from e
+
+    def mark_clean_shutdown(self) -> None:
+        """The marker a `close(durable=False)` left out, once the caller has synced its files."""
+        try:
+            os.close(os.open(self.directory / CLEAN_SHUTDOWN, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
         except OSError as e:
             raise KafkaStorageError(self.directory, "close", e) from e
 

@@ -21,6 +21,8 @@ closed when the last holder lets go, which CPython does at once).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import os
 import resource
@@ -131,6 +133,27 @@ class OpenFiles:
 
 # The process's one pool: RLIMIT_NOFILE is per process. The broker configures it at start-up.
 SEGMENT_FILES = OpenFiles()
+
+
+def sync_file_system(directory: os.PathLike[str] | str) -> None:
+    """syncfs(2) on the file system holding `directory` (os.sync() where libc has none): what a
+    shutdown does once instead of fsyncing every file of every partition."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        libc = _libc()
+        if libc is None or libc.syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        lib.syncfs  # noqa: B018 - present on Linux >= 2.6.39
+        return lib
+    except (OSError, AttributeError):
+        return None
 
 
 def is_descriptor_exhaustion(error: BaseException | None) -> bool:

@@ -51,7 +51,7 @@ from broker.log.dirs import partition_dir
 from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.log.leader_epoch_checkpoint import DeferredSyncs, LeaderEpochFile
 from broker.log.log import CLEAN_SHUTDOWN
-from broker.log.open_files import SEGMENT_FILES, is_descriptor_exhaustion, soft_nofile_limit
+from broker.log.open_files import SEGMENT_FILES, is_descriptor_exhaustion, soft_nofile_limit, sync_file_system
 from broker.log.producer_state import BatchMetadata, ProducerBatch, ProducerStateError
 from broker.log.producers import PartitionProducers
 from broker.log.retention import plan_deletion
@@ -215,13 +215,27 @@ class ReplicaManager:
         # Each log's close is a few fsyncs (segments, indexes, snapshot, directory): run on worker
         # threads, several at once, off the event loop. Nothing else touches a log by now (the
         # listeners, fetchers and the tasks above have stopped); the errors are handled here.
+        # Durability once for all of them: every file written without fsync, one syncfs of the
+        # log directory's file system, the clean-shutdown markers, one more syncfs. 10,000
+        # partitions made ~50,000 fsyncs (26 s on this machine, 16 threads).
         parts = list(self.partitions.values())
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(max_workers=_CLOSE_THREADS, thread_name_prefix="log-close") as pool:
             errors = await asyncio.gather(*(loop.run_in_executor(pool, _close_partition, part) for part in parts))
-        for error in errors:
-            if error is not None:
-                self.fail_dir("close", error)
+            closed = [part for part, error in zip(parts, errors, strict=True) if error is None and not part.offline]
+            for error in errors:
+                if error is not None:
+                    self.fail_dir("close", error)
+            try:
+                await loop.run_in_executor(pool, sync_file_system, self.log_dir)
+                marks = await asyncio.gather(*(loop.run_in_executor(pool, _mark_clean, part) for part in closed))
+                await loop.run_in_executor(pool, sync_file_system, self.log_dir)
+            except OSError as e:
+                self.fail_dir("close", e)
+                return
+            for error in marks:
+                if error is not None:
+                    self.fail_dir("close", error)
 
     # ---- log directory failure -------------------------------------------------------
 
@@ -867,8 +881,16 @@ def _close_partition(part: Partition) -> KafkaStorageError | None:
         return None
     try:
         if part.producers is not None:
-            part.producers.close()  # a snapshot at the log end: the next start reads no log
-        part.log.close()
+            part.producers.close(sync=False)  # a snapshot at the log end: the next start reads no log
+        part.log.close(durable=False)
+    except KafkaStorageError as e:
+        return e
+    return None
+
+
+def _mark_clean(part: Partition) -> KafkaStorageError | None:
+    try:
+        part.log.mark_clean_shutdown()
     except KafkaStorageError as e:
         return e
     return None
