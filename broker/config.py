@@ -185,6 +185,9 @@ class BrokerConfig:
     controller_quota_window_size_seconds: int = 1
     controlled_shutdown_enable: bool = True
     metrics_listener: str | None = None
+    # Project key (Kafka has none): segment .log files kept open at once, active ones included;
+    # 0 derives it from the soft RLIMIT_NOFILE (three quarters of it). See broker/log/open_files.py.
+    log_max_open_segment_files: int = 0
     replication_throttle_leftover_warn_ms: int = 300000
     # Kafka 2.8 expires a partition's idle producer ids after transactional.id.expiration.ms
     # (LogManager's maxPidExpirationMs); producer.id.expiration.ms only came with Kafka 3.x.
@@ -349,6 +352,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "controller.quota.window.size.seconds": ("controller_quota_window_size_seconds", _positive),
     "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool),
     "metrics.listener": ("metrics_listener", lambda k, v: v.strip() or None),
+    "log.max.open.segment.files": ("log_max_open_segment_files", _non_negative),
     "replication.throttle.leftover.warn.ms": ("replication_throttle_leftover_warn_ms", _positive),
     "log.retention.hours": ("log_retention_hours", _int),
     "log.retention.minutes": ("log_retention_minutes", _int),

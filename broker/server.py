@@ -25,6 +25,7 @@ from broker.group.coordinator import GroupCoordinator, group_config
 from broker.group.offsets_topic import OffsetsTopic
 from broker.group_metrics import register_group_metrics, snapshots
 from broker.health import HEALTH_FILE_ENV, HealthFile
+from broker.log.open_files import SEGMENT_FILES, soft_nofile_limit
 from broker.metadata import MetadataCache
 from broker.metrics import Registry, serve_metrics
 from broker.network import ConnectionLimits, Listener
@@ -61,6 +62,9 @@ class Broker:
         self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms)
         self.metadata = MetadataCache(inter_broker_listener=config.inter_broker_listener_name)
         self.metadata_updated = Signal()
+        # Segment descriptors are bounded (broker/log/open_files.py), below the soft RLIMIT_NOFILE.
+        SEGMENT_FILES.configure(config.log_max_open_segment_files)
+        log.info("broker.open_files", soft_limit=soft_nofile_limit(), max_open_segment_files=SEGMENT_FILES.capacity)
         self.replicas = ReplicaManager(config, self.zk, self.metrics)
         self.throttles = ReplicationThrottles(self.broker_id, config.replication_quota_window_num,
                                               config.replication_quota_window_size_seconds,

@@ -18,6 +18,8 @@ from fetcher.connection import KafkaConnection
 
 log = structlog.get_logger()
 
+REQUEST_TIMEOUT_S = 30.0
+
 
 @dataclass
 class _Request:
@@ -25,6 +27,7 @@ class _Request:
     version: int
     body: dict[str, Any]
     done: asyncio.Future[dict[str, Any] | None]
+    timeout: float
 
 
 class _BrokerSender:
@@ -45,7 +48,7 @@ class _BrokerSender:
                         self.conn = await KafkaConnection.open(self.info.host, self.info.port,
                                                                client_id=f"controller-{self.controller_id}",
                                                                timeout=5)
-                    resp = await self.conn.request(req.api_key, req.version, req.body, timeout=30)
+                    resp = await self.conn.request(req.api_key, req.version, req.body, timeout=req.timeout)
                     if not req.done.done():
                         req.done.set_result(resp)
                     break
@@ -91,13 +94,17 @@ class ControllerChannel:
                 self.senders[bid] = _BrokerSender(info, self.controller_id)
         return closing
 
-    def send(self, broker_id: int, api_key: int, version: int, body: dict[str, Any]) -> asyncio.Future[dict[str, Any] | None]:
+    def send(self, broker_id: int, api_key: int, version: int, body: dict[str, Any],
+             timeout: float = REQUEST_TIMEOUT_S) -> asyncio.Future[dict[str, Any] | None]:
+        """Queue a request; `timeout` before it is retried on a new connection (Kafka's
+        controller.socket.timeout.ms, 30 s; longer for a LeaderAndIsr of thousands of partitions,
+        which a loaded broker may take longer than that to apply: a retry would apply it again)."""
         fut: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
         sender = self.senders.get(broker_id)
         if sender is None:
             fut.set_result(None)
         else:
-            sender.queue.put_nowait(_Request(api_key, version, body, fut))
+            sender.queue.put_nowait(_Request(api_key, version, body, fut, timeout))
         return fut
 
     async def close(self) -> None:

@@ -41,6 +41,9 @@ from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, Watc
 
 log = structlog.get_logger()
 
+# Partition state znodes created (_bring_online) or read (_read_topic) at once.
+_CREATE_WINDOW = 256
+
 
 TP = tuple[str, int]
 
@@ -61,6 +64,10 @@ class Controller:
         self._topic_watches: dict[str, Watch] = {}
         # Brokers whose log directory failed: alive, but never leader nor in an ISR until they register again.
         self.dir_offline: set[int] = set()
+        # Replicas a broker answered KAFKA_STORAGE_ERROR for (a log it could not open, out of
+        # descriptors perhaps): never leader nor in the ISR until that broker registers again.
+        self.offline_replicas: dict[int, set[TP]] = {}
+        self.ctx.on_storage_errors = self._storage_errors_answered
         self.reassigner = Reassigner(self.ctx)
         self.epochs = ControlRequestEpochs(zk, broker_id)
 
@@ -209,8 +216,11 @@ class Controller:
         except Exception:
             log.warning("controller.bad_topic_znode", topic=topic)
             return
-        for p in self.ctx.assignment[topic]:
-            await self.ctx.read_state(topic, p)
+        # _CREATE_WINDOW reads in flight at a time: one round trip after another was ~1 ms per
+        # partition, most of the controller's start-up with 10,000 partitions.
+        parts = list(self.ctx.assignment[topic])
+        for start in range(0, len(parts), _CREATE_WINDOW):
+            await asyncio.gather(*(self.ctx.read_state(topic, p) for p in parts[start:start + _CREATE_WINDOW]))
         if topic not in self._topic_watches:
             self._topic_watches[topic] = await self.zk.watch_data(L.topic_path(topic),
                                                                   self._assignment_changed_cb(topic))
@@ -248,33 +258,45 @@ class Controller:
     # ---- leader election -------------------------------------------------------------
 
     async def _bring_online(self, partitions: list[TP]) -> list[TP]:
-        """New partitions get a first state; partitions whose leader is gone get a new one."""
+        """New partitions get a first state; partitions whose leader is gone get a new one.
+
+        The first states are written concurrently, _CREATE_WINDOW znodes in flight at a time (Kafka
+        batches them too): one ZooKeeper round trip after another made 10,000 partitions wait
+        ~10 s here. The order of the states written does not matter; each is its own znode.
+        """
         changed = []
+        fresh: list[tuple[TP, L.PartitionState]] = []
         for tp in partitions:
-            if not self.ctx.active:
-                break  # no longer the controller: no first state written on an expired authority
             replicas = self.ctx.assignment[tp[0]][tp[1]]
             cur = self.ctx.states.get(tp)
             if cur is None:
                 alive = [r for r in replicas if r in self.ctx.live and r not in self.dir_offline]
-                if not alive:
-                    continue
-                state = L.PartitionState(alive[0], 0, self.ctx.epoch, alive)
-                try:
-                    await self.zk.create(L.partition_state_path(*tp), state.encode(), make_parents=True)
-                    self.ctx.states[tp] = (state, 0)
-                except NodeExistsError:
+                if alive:
+                    fresh.append((tp, L.PartitionState(alive[0], 0, self.ctx.epoch, alive)))
+            elif (cur[0].leader not in self.ctx.live or cur[0].leader in self.ctx.shutting_down
+                  or cur[0].leader in self.dir_offline):
+                if not self.ctx.active:
+                    break
+                if await self._elect_leader(tp):
+                    changed.append(tp)
+        for start in range(0, len(fresh), _CREATE_WINDOW):
+            if not self.ctx.active:
+                break  # no longer the controller: no first state written on an expired authority
+            window = fresh[start:start + _CREATE_WINDOW]
+            results = await asyncio.gather(*(self.zk.create(L.partition_state_path(*tp), state.encode(),
+                                                            make_parents=True) for tp, state in window),
+                                           return_exceptions=True)
+            for (tp, state), result in zip(window, results, strict=True):
+                if isinstance(result, NodeExistsError):
                     await self.ctx.read_state(*tp)
                     if tp in self.ctx.states and self.ctx.states[tp][0].leader in self.ctx.live:
                         changed.append(tp)
-                        continue
-                    if await self._elect_leader(tp):
+                    elif await self._elect_leader(tp):
                         changed.append(tp)
-                    continue
-                changed.append(tp)
-            elif (cur[0].leader not in self.ctx.live or cur[0].leader in self.ctx.shutting_down
-                  or cur[0].leader in self.dir_offline):
-                if await self._elect_leader(tp):
+                elif isinstance(result, BaseException):
+                    raise result
+                else:
+                    self.ctx.states[tp] = (state, 0)
                     changed.append(tp)
         return changed
 
@@ -285,7 +307,8 @@ class Controller:
                 return False
             state, version = cur
             replicas = self.ctx.assignment[tp[0]][tp[1]]
-            live_isr = [r for r in state.isr if r in self.ctx.live and r != excluding and r not in self.dir_offline]
+            live_isr = [r for r in state.isr if r in self.ctx.live and r != excluding and r not in self.dir_offline
+                        and tp not in self.offline_replicas.get(r, ())]
             candidates = [r for r in replicas if r in live_isr and r not in self.ctx.shutting_down]
             if candidates:
                 leader, isr = candidates[0], live_isr
@@ -357,6 +380,8 @@ class Controller:
         self.ctx.shutting_down -= set(dead)
         # A broker registering again has opened its log directory anew (Kafka's onBrokerStartup).
         self.dir_offline -= set(dead) | set(new)
+        for b in set(dead) | set(new):
+            self.offline_replicas.pop(b, None)
         if dead:
             log.info("controller.brokers_failed", brokers=dead)
             changed = await self._bring_online(self._all_partitions())
@@ -382,7 +407,10 @@ class Controller:
             for r in self.ctx.assignment[tp[0]][tp[1]]:
                 # A broker in controlled shutdown is not told (Kafka's ControlledShutdownLeaderSelector
                 # leaves it out): as a follower it would fetch, catch up and rejoin the ISR.
-                if r in self.ctx.live and r not in self.ctx.shutting_down:
+                # Nor is a replica that answered KAFKA_STORAGE_ERROR (Kafka's OfflineReplica): it
+                # would fail the same way again.
+                if (r in self.ctx.live and r not in self.ctx.shutting_down
+                        and tp not in self.offline_replicas.get(r, ())):
                     by_broker.setdefault(r, []).append(tp)
         for b, tps in by_broker.items():
             self.ctx.send_leader_and_isr(b, tps)
@@ -429,6 +457,8 @@ class Controller:
     def _forget_topic(self, topic: str) -> None:
         for p in self.ctx.assignment.pop(topic, {}):
             self.ctx.states.pop((topic, p), None)
+            for offline in self.offline_replicas.values():
+                offline.discard((topic, p))
         watch = self._topic_watches.pop(topic, None)
         if watch is not None:
             watch.cancel()
@@ -497,6 +527,34 @@ class Controller:
                 elif await self._remove_from_isr(tp, b):
                     changed.append(tp)
             log.warning("controller.log_dir_failed", broker=b, partitions_changed=len(changed))
+        self._propagate(changed)
+
+    def _storage_errors_answered(self, broker_id: int, partitions: list[TP]) -> None:
+        self.ctx.enqueue(lambda: self._replicas_offline(broker_id, partitions))
+
+    async def _replicas_offline(self, broker_id: int, partitions: list[TP]) -> None:
+        """Kafka's onReplicasBecomeOffline for replicas a LeaderAndIsr answer named: a partition
+        they lead gets another leader from the rest of its ISR (if none is left, it stays as it is:
+        the broker answers KAFKA_STORAGE_ERROR for it), and they leave the ISR of the others.
+        Nothing is sent again to that broker for them: the same request would fail the same way."""
+        if broker_id not in self.ctx.live:
+            return
+        offline = self.offline_replicas.setdefault(broker_id, set())
+        fresh = [tp for tp in partitions if tp not in offline and tp in self.ctx.states]
+        offline.update(fresh)
+        changed: list[TP] = []
+        for tp in fresh:
+            cur = self.ctx.states.get(tp)
+            if cur is None:
+                continue
+            if cur[0].leader == broker_id:
+                if await self._elect_leader(tp, excluding=broker_id):
+                    changed.append(tp)
+            elif await self._remove_from_isr(tp, broker_id):
+                changed.append(tp)
+        if fresh:
+            log.warning("controller.replicas_offline", broker=broker_id, partitions=len(fresh),
+                        partitions_changed=len(changed))
         self._propagate(changed)
 
     async def _drop_leader(self, tp: TP, broker_id: int) -> bool:

@@ -134,8 +134,9 @@ class PartitionProducers:
 
     # ---- snapshots -------------------------------------------------------------------------
 
-    def take_snapshot(self) -> None:
-        """Write `<map end offset>.snapshot` unless it exists already."""
+    def take_snapshot(self, sync: bool = True) -> None:
+        """Write `<map end offset>.snapshot` unless it exists already (fsynced unless not `sync`:
+        the broker's shutdown syncs the whole file system once instead)."""
         off = self.states.map_end_offset
         if off == self._snap_offset:
             return
@@ -145,7 +146,8 @@ class PartitionProducers:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 os.write(fd, self.states.snapshot())
-                os.fsync(fd)
+                if sync:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             os.replace(tmp, path)
@@ -153,9 +155,9 @@ class PartitionProducers:
             raise KafkaStorageError(self.directory, "producer snapshot", e) from e
         self._snap_offset = off
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
         self.states.map_end_offset = self.log.log_end_offset
-        self.take_snapshot()
+        self.take_snapshot(sync)
 
     # ---- truncation ------------------------------------------------------------------------
 

@@ -16,9 +16,16 @@ a lookup for an offset that falls inside a compressed wrapper lands on that wrap
 earlier index point, and truncation at an indexed position knows the new log end offset exactly.
 Every entry before `position` holds only offsets below the key, which is all a lookup needs.
 
-Beside them `<base>.timeindex` (broker.log.time_index: Kafka's format and rules), written at the
-same index points, and the segment's largest timestamp with the offset that carries it. Appends
-read timestamps through protocol.records.records (one head per entry or batch, any magic).
+Beside them `<base>.timeindex` (broker.log.time_index: Kafka's format and rules), with entries at
+the same index points, and the segment's largest timestamp with the offset that carries it.
+Appends read timestamps through protocol.records.records (one head per entry or batch, any magic).
+
+Descriptors (broker.log.open_files): only the `.log` file is ever held open, and only the active
+segment's for good; an older segment's is opened on demand and given back under the bound. Both
+index files hold no descriptor: appends add their points in memory, and `write_indexes` writes
+what the files lack at roll, flush and close (Kafka's indexes are mmap'd and flushed then too).
+An active segment's index files are therefore only trusted after a clean shutdown, which is what
+recovery already assumed: after a kill the last segment is rebuilt from its log.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from pathlib import Path
 
 import crc32c
 
+from broker.log.open_files import SEGMENT_FILES, OpenFile, OpenFiles
 from broker.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from broker.log.time_index import TimeIndex, TimestampTracker
 from protocol.layouts import (
@@ -91,47 +99,140 @@ def _u32_array() -> array:
 
 
 class Segment:
-    """A segment's files, its in-memory index and the bookkeeping appends need.
+    """A segment's files, its in-memory indexes and the bookkeeping appends need.
 
-    The log file is opened once with O_APPEND and that one fd serves appends, preads and
-    `sendfile`; it stays open until `close()`/`delete()` so slices handed out keep working
-    after the log rolls to a new segment.
+    The log file is opened with O_APPEND; that one descriptor serves appends, preads and
+    `sendfile`. An active (pinned) segment keeps it; an inactive one may give it back to the pool
+    (broker.log.open_files) and reopens on the next read. Slices hold the `OpenFile`, so they stay
+    readable after a roll, an eviction or a close.
     """
 
-    __slots__ = ("base_offset", "log_path", "index_path", "fd", "index_fd", "size",
-                 "index_interval", "index_existed", "_keys", "_positions", "_bytes_since_index",
-                 "time_index_path", "time_index_fd", "time_index_existed", "time_index", "timestamps")
+    __slots__ = ("base_offset", "log_path", "index_path", "size", "index_interval", "index_existed",
+                 "_keys", "_positions", "_bytes_since_index", "time_index_path", "time_index_existed",
+                 "time_index", "timestamps", "_file", "_pool", "_pinned", "_closed", "_index_on_disk",
+                 "_time_on_disk", "_index_cut", "_time_cut", "_files_made",
+                 "__weakref__")
 
-    def __init__(self, directory: Path, base_offset: int, index_interval: int, *, create: bool) -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval: int, *, create: bool,
+                 pool: OpenFiles | None = None, pinned: bool = True) -> None:
         self.base_offset = base_offset
         name = segment_name(base_offset)
         self.log_path = directory / f"{name}.log"
         self.index_path = directory / f"{name}.index"
         self.time_index_path = directory / f"{name}.timeindex"
         self.index_interval = index_interval
+        self._pool = pool or SEGMENT_FILES
+        self._pinned = pinned
+        self._closed = False
+        self._file: OpenFile | None = None
+        # A missing index would read as an empty, valid-looking one: remember it.
+        self.index_existed = not create and self.index_path.exists()
+        self.time_index_existed = not create and self.time_index_path.exists()
+        self._index_on_disk = self._time_on_disk = 0  # entries the files hold (in step with memory)
+        self._index_cut = self._time_cut = False  # truncated in memory: the file holds more than on_disk
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
         if create:
             flags |= os.O_TRUNC
-        # O_CREAT would turn a missing index into an empty, valid-looking one: remember it.
-        self.index_existed = not create and self.index_path.exists()
-        self.time_index_existed = not create and self.time_index_path.exists()
-        self.fd = os.open(self.log_path, flags, 0o644)
-        self.index_fd = self.time_index_fd = -1
-        try:
-            self.index_fd = os.open(self.index_path, flags, 0o644)
-            self.time_index_fd = os.open(self.time_index_path, flags, 0o644)
-        except BaseException:
-            self.close()
-            if create:  # a roll that failed halfway leaves no segment behind
-                self.log_path.unlink(missing_ok=True)
-                self.index_path.unlink(missing_ok=True)
-            raise
-        self.size = os.fstat(self.fd).st_size
+        self._file = self._pool.open(self.log_path, flags)
+        # A new segment's index files are made by its first `write_indexes` (roll, flush, close):
+        # two file creations fewer per new partition. Until then a kill leaves it the last
+        # segment, which recovery rebuilds anyway. A stale pair from an earlier life goes now.
+        self._files_made = not create
+        if create:
+            for path in (self.index_path, self.time_index_path):
+                path.unlink(missing_ok=True)
+        self.size = os.fstat(self._file.fd).st_size
+        if not pinned:
+            self._pool.idle(self)
         self._keys = _u32_array()
         self._positions = _u32_array()
         self._bytes_since_index = 0
         self.time_index = TimeIndex(base_offset)
         self.timestamps = TimestampTracker()
+
+    # ---- the descriptor --------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The log file's descriptor, reopened if it was given back; -1 once closed."""
+        f = self._file
+        if f is None:
+            if self._closed:
+                return -1
+            f = self._file = self._pool.open(self.log_path, os.O_RDWR | os.O_APPEND)
+            if not self._pinned:
+                self._pool.idle(self)
+        elif not self._pinned:
+            self._pool.idle(self)  # most recently used: the last to be evicted
+        return f.fd
+
+    def handle(self) -> OpenFile:
+        """The `OpenFile` behind `fd`, for a slice that must outlive an eviction."""
+        self.fd  # noqa: B018 - opens it if needed
+        assert self._file is not None
+        return self._file
+
+    @property
+    def has_descriptor(self) -> bool:
+        return self._file is not None
+
+    def pin(self) -> None:
+        """Active: keeps its descriptor until unpinned or closed."""
+        self._pinned = True
+        self._pool.busy(self)
+
+    def unpin(self) -> None:
+        self._pinned = False
+        if self._file is not None:
+            self._pool.idle(self)
+
+    def release_file(self) -> None:
+        """The pool's eviction: drop the descriptor (a slice still holding it keeps it open)."""
+        self._file = None
+
+    # ---- the index files -------------------------------------------------------------
+
+    def write_indexes(self, sync: bool = False) -> None:
+        """Write what the index files lack (cutting what they hold beyond memory), fsync if `sync`."""
+        keys = len(self._keys)
+        times = len(self.time_index)
+        if keys != self._index_on_disk or sync or self._index_cut or not self._files_made:
+            fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                on_disk = min(self._index_on_disk, keys)
+                os.ftruncate(fd, on_disk * 8)
+                if keys > on_disk:
+                    pairs = _u32_array()
+                    for k, p in zip(self._keys[on_disk:], self._positions[on_disk:], strict=True):
+                        pairs.append(k)
+                        pairs.append(p)
+                    if _LITTLE:
+                        pairs.byteswap()
+                    _pwrite_all(fd, pairs.tobytes(), on_disk * 8)
+                if sync:
+                    os.fsync(fd)
+            except OSError as e:
+                raise OSError(e.errno, e.strerror, str(self.index_path)) from e
+            finally:
+                os.close(fd)
+            self._index_on_disk = keys
+            self._index_cut = False
+        if times != self._time_on_disk or sync or self._time_cut or not self._files_made:
+            fd = os.open(self.time_index_path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                on_disk = min(self._time_on_disk, times)
+                os.ftruncate(fd, on_disk * TIME_ENTRY_SIZE)
+                if times > on_disk:
+                    _pwrite_all(fd, self.time_index.to_bytes()[on_disk * TIME_ENTRY_SIZE:], on_disk * TIME_ENTRY_SIZE)
+                if sync:
+                    os.fsync(fd)
+            except OSError as e:
+                raise OSError(e.errno, e.strerror, str(self.time_index_path)) from e
+            finally:
+                os.close(fd)
+            self._time_on_disk = times
+            self._time_cut = False
+        self._files_made = True
 
     # ---- loading and recovery --------------------------------------------------------
 
@@ -139,15 +240,9 @@ class Segment:
         """Read the index file; False if it is missing, torn or inconsistent with the log."""
         if not self.index_existed:
             return False
-        raw = b""
-        want = os.fstat(self.index_fd).st_size
-        if want % 8:
+        raw = _read_file(self.index_path)
+        if raw is None or len(raw) % 8:
             return False
-        while len(raw) < want:
-            chunk = os.pread(self.index_fd, want - len(raw), len(raw))
-            if not chunk:
-                return False
-            raw += chunk
         pairs = _u32_array()
         pairs.frombytes(raw)
         if _LITTLE:
@@ -170,6 +265,7 @@ class Segment:
         else:
             self._bytes_since_index = self.size
         self._keys, self._positions = keys, positions
+        self._index_on_disk = len(keys)
         return True
 
     def load_time_index(self) -> bool:
@@ -180,12 +276,12 @@ class Segment:
         """
         if not self.time_index_existed:
             return False
-        size = os.fstat(self.time_index_fd).st_size
-        raw = _read_all(self.time_index_fd, size)
+        raw = _read_file(self.time_index_path)
         index = None if raw is None else TimeIndex.parse(self.base_offset, raw)
         if index is None:
             return False
         self.time_index = index
+        self._time_on_disk = len(index)
         last = index.last_entry
         self.timestamps = TimestampTracker(last.timestamp, last.offset if len(index) else -1)
         return True
@@ -256,44 +352,33 @@ class Segment:
         self.size = pos
         self._keys, self._positions = keys, positions
         self._bytes_since_index = since
-        self._rewrite_index()
         # As Kafka's recover: the largest timestamp goes in as a final entry.
         tindex.maybe_append(tracker.max_timestamp, tracker.offset_of_max)
         self.time_index, self.timestamps = tindex, tracker
-        os.ftruncate(self.time_index_fd, 0)
-        if len(tindex):
-            _write_all(self.time_index_fd, tindex.to_bytes())
+        self._index_on_disk = self._time_on_disk = 0  # both files rewritten whole
+        self.write_indexes()
         return truncated, next_offset
-
-    def _rewrite_index(self) -> None:
-        pairs = _u32_array()
-        for k, p in zip(self._keys, self._positions, strict=True):
-            pairs.append(k)
-            pairs.append(p)
-        if _LITTLE:
-            pairs.byteswap()
-        os.ftruncate(self.index_fd, 0)
-        if pairs:
-            _write_all(self.index_fd, pairs.tobytes())
 
     # ---- append ----------------------------------------------------------------------
 
     def append(self, data: bytes | memoryview, first_key: int) -> int:
         """Append whole entries; `first_key` is the log end offset before them. Returns the position.
 
-        All or nothing: the in-memory size and index move only once the entries and their index
-        point are both written. On an OSError (ENOSPC, EIO) both files are cut back to their
-        sizes before the call and the error is raised; if cutting back fails too,
-        `RollbackFailed` is raised (the files may hold a torn tail, which only recovery may cut).
-        A failed append that left bytes behind would make the next one land after them: the
-        same offsets twice in the file, and recovery would stop at the first of them and drop
-        everything acknowledged after it.
+        All or nothing: the in-memory size and indexes move only once the entries are written.
+        On an OSError (ENOSPC, EIO) the file is cut back to its size before the call and the
+        error is raised; if cutting back fails too, `RollbackFailed` is raised (the file may
+        hold a torn tail, which only recovery may cut). A failed append that left bytes behind
+        would make the next one land after them: the same offsets twice in the file, and
+        recovery would stop at the first of them and drop everything acknowledged after it.
+        The index points are kept in memory; `write_indexes` puts them on disk (roll, flush,
+        close), so an append makes one write.
         """
+        f = self._file
+        fd = f.fd if f is not None else self.fd
         pos = self.size
         n = len(data)
         index_point = self._bytes_since_index > self.index_interval
         key = first_key - self.base_offset
-        target = self.log_path
         # The time index's one hook: the largest timestamp of what is appended, from the heads.
         # Its entry is made before anything is written, so a broken invariant (ValueError) cannot
         # leave log bytes behind that the in-memory size does not know of.
@@ -308,37 +393,24 @@ class Segment:
             tracker.max_timestamp, tracker.offset_of_max = before
             raise
         try:
-            _write_all(self.fd, data)
-            if index_point:
-                target = self.index_path
-                # Kafka's LogSegment.append: at most one index point per append, at its first
-                # entry, once more than index_interval bytes were appended since the last point.
-                # Walking every entry header instead cost a fifth of a follower's CPU; a read
-                # scans at most one append. A kill between the two writes only leaves the index
-                # sparser (recovery rebuilds it).
-                point = _u32_array()
-                point.extend((key, pos))
-                if _LITTLE:
-                    point.byteswap()
-                _write_all(self.index_fd, point.tobytes())
-                if time_entry is not None:
-                    target = self.time_index_path
-                    _write_all(self.time_index_fd, time_entry)
+            _write_all(fd, data)
         except OSError as e:
             # Named after the file whose write failed, for the operator's log line.
-            named = OSError(e.errno, e.strerror, str(target))
+            named = OSError(e.errno, e.strerror, str(self.log_path))
             tracker.max_timestamp, tracker.offset_of_max = before
             if time_entry is not None:
                 self.time_index.drop_last()
             try:
-                os.ftruncate(self.fd, pos)
-                os.ftruncate(self.index_fd, len(self._keys) * 8)
-                os.ftruncate(self.time_index_fd, len(self.time_index) * TIME_ENTRY_SIZE)
+                os.ftruncate(fd, pos)
             except OSError as cut:
                 raise RollbackFailed(named, cut) from e
             raise named from e
         self.size = pos + n
         if index_point:
+            # Kafka's LogSegment.append: at most one index point per append, at its first entry,
+            # once more than index_interval bytes were appended since the last point. Walking
+            # every entry header instead cost a fifth of a follower's CPU; a read scans at most
+            # one append.
             self._keys.append(key)
             self._positions.append(pos)
             self._bytes_since_index = 0
@@ -386,7 +458,9 @@ class Segment:
 
     @property
     def last_modified_ms(self) -> int:
-        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+        f = self._file  # a stat by name costs no descriptor when the segment has given its back
+        st = os.fstat(f.fd) if f is not None else os.stat(self.log_path)
+        return st.st_mtime_ns // 1_000_000
 
     @property
     def largest_timestamp(self) -> int:
@@ -398,14 +472,9 @@ class Segment:
 
     def append_final_time_entry(self) -> None:
         """Offer the largest timestamp to the time index once more (Kafka does it when the segment
-        stops being the active one and on close), so its last entry holds the segment's maximum."""
-        entry = self.time_index.maybe_append(self.timestamps.max_timestamp, self.timestamps.offset_of_max)
-        if entry is not None:
-            try:
-                _write_all(self.time_index_fd, entry)
-            except OSError:
-                self.time_index.drop_last()
-                raise
+        stops being the active one and on close), so its last entry holds the segment's maximum.
+        In memory; `write_indexes` writes it."""
+        self.time_index.maybe_append(self.timestamps.max_timestamp, self.timestamps.offset_of_max)
 
     def find_offset_by_timestamp(self, target: int, starting_offset: int) -> tuple[int, int, int] | None:
         """(timestamp, offset, leader epoch) of the first record at or after `starting_offset` whose
@@ -463,26 +532,28 @@ class Segment:
         if keep < len(self._positions):
             del self._keys[keep:]
             del self._positions[keep:]
-            os.ftruncate(self.index_fd, keep * 8)
+            self._index_on_disk = min(self._index_on_disk, keep)  # the file is cut at the next write
+            self._index_cut = True
         self._bytes_since_index = pos - (self._positions[-1] if self._positions else 0)
 
     def truncate_time_index(self, next_offset: int) -> None:
         """Drop time index entries at or above `next_offset` (the log end after a truncation)."""
         kept = self.time_index.truncate_to(next_offset)
-        os.ftruncate(self.time_index_fd, kept * TIME_ENTRY_SIZE)
+        self._time_on_disk = min(self._time_on_disk, kept)  # the file is cut at the next write
+        self._time_cut = True
         if self.timestamps.max_timestamp >= 0:
             self._reload_largest_timestamp()
 
     def flush(self) -> None:
+        """fsync the log file and write and fsync both indexes."""
         os.fsync(self.fd)
-        os.fsync(self.index_fd)
-        os.fsync(self.time_index_fd)
+        self.write_indexes(sync=True)
 
     def close(self) -> None:
-        for fd in (self.fd, self.index_fd, self.time_index_fd):
-            if fd >= 0:
-                os.close(fd)
-        self.fd = self.index_fd = self.time_index_fd = -1
+        """Give the descriptor back (a slice still holding it keeps it until it is done)."""
+        self._closed = True
+        self._file = None
+        self._pool.busy(self)
 
     def delete(self) -> None:
         self.close()
@@ -498,15 +569,31 @@ class Segment:
         return f"Segment(base={self.base_offset}, size={self.size}, index={len(self._keys)})"
 
 
-def _read_all(fd: int, size: int) -> bytes | None:
-    """The first `size` bytes of a file; None if it ends before."""
-    raw = b""
-    while len(raw) < size:
-        chunk = os.pread(fd, size - len(raw), len(raw))
-        if not chunk:
-            return None
-        raw += chunk
-    return raw
+def _read_file(path: Path) -> bytes | None:
+    """A whole (index) file, through a short-lived descriptor; None if it is missing."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        raw = b""
+        while len(raw) < size:
+            chunk = os.pread(fd, size - len(raw), len(raw))
+            if not chunk:
+                return None
+            raw += chunk
+        return raw
+    finally:
+        os.close(fd)
+
+
+def _pwrite_all(fd: int, data: bytes, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:

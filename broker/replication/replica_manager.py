@@ -38,6 +38,7 @@ import asyncio
 import shutil
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -48,8 +49,9 @@ from broker.config import BrokerConfig
 from broker.log import FileSlice, KafkaStorageError, Log, OffsetOutOfRange
 from broker.log.dirs import partition_dir
 from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-from broker.log.leader_epoch_checkpoint import LeaderEpochFile
+from broker.log.leader_epoch_checkpoint import DeferredSyncs, LeaderEpochFile
 from broker.log.log import CLEAN_SHUTDOWN
+from broker.log.open_files import SEGMENT_FILES, is_descriptor_exhaustion, soft_nofile_limit, sync_file_system
 from broker.log.producer_state import BatchMetadata, ProducerBatch, ProducerStateError
 from broker.log.producers import PartitionProducers
 from broker.log.retention import plan_deletion
@@ -72,6 +74,8 @@ CHECKPOINT = "replication-offset-checkpoint"
 START_CHECKPOINT = "log-start-offset-checkpoint"
 # Kafka 2.8's LogManager.ProducerIdExpirationCheckIntervalMs (not a config there either).
 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_S = 600
+# Logs closed at once at shutdown: fsyncs wait on the disk, not the CPU, so more than the cores.
+_CLOSE_THREADS = 16
 
 
 # What check_follower_fetch says of a follower fetch (strings: handlers may not import this layer).
@@ -146,6 +150,11 @@ class ReplicaManager:
         self._offline_listeners: list[Callable[[tuple[str, int]], None]] = []
         # Partitions the controller gave this broker whose log could not be opened (Kafka's HostedPartition.Offline).
         self._unopened_offline: set[tuple[str, int]] = set()
+        # Leader-epoch checkpoint fsyncs, batched (see sync_epochs).
+        self.epoch_syncs = DeferredSyncs()
+        self._epoch_sync_lock = asyncio.Lock()
+        self.descriptor_errors = 0  # calls refused for want of a descriptor (broker.log.open_files)
+        self._last_descriptor_warning_ms = float("-inf")
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -202,16 +211,31 @@ class ReplicaManager:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._try_checkpoint()
-        for part in self.partitions.values():
-            if part.offline:
-                part.log.abandon()  # no clean-shutdown marker in a failed directory
-                continue
+        await self.sync_epochs()
+        # Each log's close is a few fsyncs (segments, indexes, snapshot, directory): run on worker
+        # threads, several at once, off the event loop. Nothing else touches a log by now (the
+        # listeners, fetchers and the tasks above have stopped); the errors are handled here.
+        # Durability once for all of them: every file written without fsync, one syncfs of the
+        # log directory's file system, the clean-shutdown markers, one more syncfs. 10,000
+        # partitions made ~50,000 fsyncs (26 s on this machine, 16 threads).
+        parts = list(self.partitions.values())
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(max_workers=_CLOSE_THREADS, thread_name_prefix="log-close") as pool:
+            errors = await asyncio.gather(*(loop.run_in_executor(pool, _close_partition, part) for part in parts))
+            closed = [part for part, error in zip(parts, errors, strict=True) if error is None and not part.offline]
+            for error in errors:
+                if error is not None:
+                    self.fail_dir("close", error)
             try:
-                if part.producers is not None:
-                    part.producers.close()  # a snapshot at the log end: the next start reads no log
-                part.log.close()
-            except KafkaStorageError as e:
+                await loop.run_in_executor(pool, sync_file_system, self.log_dir)
+                marks = await asyncio.gather(*(loop.run_in_executor(pool, _mark_clean, part) for part in closed))
+                await loop.run_in_executor(pool, sync_file_system, self.log_dir)
+            except OSError as e:
                 self.fail_dir("close", e)
+                return
+            for error in marks:
+                if error is not None:
+                    self.fail_dir("close", error)
 
     # ---- log directory failure -------------------------------------------------------
 
@@ -231,7 +255,15 @@ class ReplicaManager:
         self._offline_listeners.append(listener)
 
     def fail_dir(self, operation: str, error: BaseException) -> None:
-        """Kafka's handleLogDirFailure: take the log directory and every partition in it offline."""
+        """Kafka's handleLogDirFailure: take the log directory and every partition in it offline.
+
+        Departure: running out of descriptors (EMFILE, ENFILE; broker.log.open_files) says nothing
+        about the disk. Kafka 2.8 takes the directory offline then; here only the call that met
+        it fails (KAFKA_STORAGE_ERROR for that partition), and the event names the limits.
+        """
+        if is_descriptor_exhaustion(error):
+            self._descriptors_exhausted(operation, error)
+            return
         if not self.dir_failures.fail(self.log_dir, operation, error):
             return
         self._take_offline(self.partitions.values())
@@ -254,6 +286,18 @@ class ReplicaManager:
                     log.error("log_dir.listener_failed", error=str(e))
         self.appended.fire()  # waiting acks=all produces and long-poll fetches answer now
 
+    def _descriptors_exhausted(self, operation: str, error: BaseException) -> None:
+        self.descriptor_errors += 1
+        now = self.clock()
+        if now - self._last_descriptor_warning_ms < 1000:
+            return  # one event a second at most: a full pool can refuse many calls in a row
+        self._last_descriptor_warning_ms = now
+        log.error("log.open_files_exhausted", operation=operation, error=str(error),
+                  soft_limit=soft_nofile_limit(), max_open_segment_files=SEGMENT_FILES.capacity,
+                  open_segment_files=SEGMENT_FILES.live, refused=self.descriptor_errors,
+                  action="KAFKA_STORAGE_ERROR for the partition; raise the soft RLIMIT_NOFILE or "
+                         "log.max.open.segment.files, or host fewer partitions")
+
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
@@ -273,7 +317,8 @@ class ReplicaManager:
                                 log_start_offset=self._start_checkpointed.get((topic, index), 0))
                 producers = PartitionProducers(plog, self.config.transactional_id_expiration_ms)
                 try:
-                    epochs = LeaderEpochFile.open(plog)
+                    # What open changes is written by become_leader's new epoch or become_follower.
+                    epochs = LeaderEpochFile.open(plog, self.epoch_syncs, write=False)
                     producers.load(self.wall_clock(), clean)
                 except BaseException:
                     plog.abandon()
@@ -282,6 +327,11 @@ class ReplicaManager:
                 self._unopened_offline.add((topic, index))
                 self.fail_dir("open", e)
                 raise
+            except OSError as e:  # outside the log (leader-epoch or producer files): the same
+                self._unopened_offline.add((topic, index))
+                self.fail_dir("open", e)
+                raise KafkaStorageError(self.log_dir, "open", e) from e
+            self._unopened_offline.discard((topic, index))  # out of descriptors before, perhaps
             part = Partition(topic, index, plog, epochs, producers=producers)
             part.high_watermark = min(self._checkpointed.get((topic, index), 0), plog.log_end_offset)
             self.partitions[(topic, index)] = part
@@ -334,6 +384,20 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(5)
             self._try_checkpoint()
+            await self.sync_epochs()
+
+    async def sync_epochs(self) -> None:
+        """The leader-epoch checkpoints written since the last call, fsynced together on worker
+        threads (broker.log.leader_epoch_checkpoint.DeferredSyncs): before a LeaderAndIsr is
+        answered, every checkpoint interval and at shutdown. A failure fails the directory."""
+        if not len(self.epoch_syncs):
+            return
+        async with self._epoch_sync_lock:  # one round at a time: a file is in one round's jobs only
+            jobs = self.epoch_syncs.take()  # rendered here, on the loop that changes the caches
+            failures = await asyncio.to_thread(DeferredSyncs.run, jobs)
+            self.epoch_syncs.done(failures)
+        for path, error in failures[:1]:
+            self.fail_dir("leader epoch checkpoint", KafkaStorageError(path.parent, "leader epoch checkpoint", error))
 
     # ---- roles (LeaderAndIsr, StopReplica) -------------------------------------------
 
@@ -349,6 +413,7 @@ class ReplicaManager:
             # Kafka's makeLeader: this epoch's messages start at our log end (KIP-279: also when
             # the epoch is not new to us, so a follower asking for it gets our log end).
             part.epochs.assign(leader_epoch, part.log_end_offset)
+            part.epochs.flush_if_dirty()  # the open's own changes, when the epoch was not new
         except KafkaStorageError as e:
             self.fail_dir("leader epoch checkpoint", e)
             raise
@@ -365,6 +430,11 @@ class ReplicaManager:
                         isr: list[int], zk_version: int, controller_epoch: int,
                         segment_bytes: int | None) -> Partition:
         part = self._open(topic, index, segment_bytes)
+        try:
+            part.epochs.flush_if_dirty()  # what the open changed (a follower assigns no epoch here)
+        except KafkaStorageError as e:
+            self.fail_dir("leader epoch checkpoint", e)
+            raise
         part.replicas, part.isr, part.leader_epoch = list(replicas), list(isr), leader_epoch
         part.leader, part.zk_version, part.controller_epoch = leader, zk_version, controller_epoch
         part.leader_epoch_start_offset = -1
@@ -802,6 +872,28 @@ class ReplicaManager:
             for st in part.tracker.followers.values():
                 total += max(0, part.log_end_offset - st.log_end_offset)
         return total
+
+
+def _close_partition(part: Partition) -> KafkaStorageError | None:
+    """One partition's shutdown (a worker thread of ReplicaManager.stop): its error, if any."""
+    if part.offline:
+        part.log.abandon()  # no clean-shutdown marker in a failed directory
+        return None
+    try:
+        if part.producers is not None:
+            part.producers.close(sync=False)  # a snapshot at the log end: the next start reads no log
+        part.log.close(durable=False)
+    except KafkaStorageError as e:
+        return e
+    return None
+
+
+def _mark_clean(part: Partition) -> KafkaStorageError | None:
+    try:
+        part.log.mark_clean_shutdown()
+    except KafkaStorageError as e:
+        return e
+    return None
 
 
 def _write_checkpoint(path: Path, rows: list[str]) -> None:

@@ -124,6 +124,10 @@ class PartitionRoles:
         log.info("partition.follower", topic=topic, partition=index, leader=leader, leader_epoch=ps["leader_epoch"])
         return ErrorCode.NONE
 
+    async def sync_changes(self) -> None:
+        """After a LeaderAndIsr's partition states, before its answer: their epoch checkpoints on disk."""
+        await self.replicas.sync_epochs()
+
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         """Stop fetching a partition, and delete its log if asked."""
         self._tell(lambda listener: listener.resigned(topic, index))

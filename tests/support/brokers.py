@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -20,12 +21,14 @@ class BrokerProcess:
 
     With `metrics` the broker also serves Prometheus metrics on a free port, at `metrics_url`.
     `source` runs the broker from another source tree (an older release unpacked by
-    `git archive`, to show what a change fixes); by default this one.
+    `git archive`, to show what a change fixes); by default this one. `nofile` lowers the process's
+    soft RLIMIT_NOFILE (descriptor limits reached with a few hundred partitions, not 20,000).
     """
 
     def __init__(self, workdir: Path, broker_id: int, zk_connect: str, overrides: dict[str, str] | None = None,
-                 metrics: bool = False, source: Path | None = None) -> None:
+                 metrics: bool = False, source: Path | None = None, nofile: int | None = None) -> None:
         self.workdir = workdir
+        self.nofile = nofile
         self.source = source or ROOT
         self.broker_id = broker_id
         self.port = free_port()
@@ -61,10 +64,20 @@ class BrokerProcess:
         out = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", str(self.props)],
                                      stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=str(self.source))
+                                     cwd=str(self.source), preexec_fn=self._limits if self.nofile else None)
         out.close()
         if wait:
             self.wait_ready(timeout)
+
+    def _limits(self) -> None:
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        assert self.nofile is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, hard))
+
+    def open_fds(self) -> int:
+        """Descriptors the broker process holds now."""
+        assert self.proc is not None
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

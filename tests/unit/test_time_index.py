@@ -311,8 +311,9 @@ def test_v2_batches_answer_with_their_leader_epoch_and_log_append_time(tmp_path:
     assert log.offset_for_timestamp(501) is None
 
 
-def test_failed_time_index_write_leaves_no_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ENOSPC on the .timeindex write: the append is undone in all three files and in memory."""
+def test_failed_log_write_leaves_the_time_index_untouched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC on the .log write of an append that would add a time index point: the append is
+    undone in the file and in memory, the time index included."""
     import errno
 
     from broker.log import KafkaStorageError
@@ -322,20 +323,20 @@ def test_failed_time_index_write_leaves_no_trace(tmp_path: Path, monkeypatch: py
     for ts in (10, 20):
         append_v2(log, [ts])
     seg = log.segments[-1]
-    before = (log.log_end_offset, os.fstat(seg.fd).st_size, os.fstat(seg.index_fd).st_size,
-              os.fstat(seg.time_index_fd).st_size, seg.time_index.entries, seg.timestamps.max_timestamp)
-    real, time_fd = segment_module._write_all, seg.time_index_fd
+    before = (log.log_end_offset, os.fstat(seg.fd).st_size, seg.index_entries, seg.time_index.entries,
+              seg.timestamps.max_timestamp)
+    real, log_fd = segment_module._write_all, seg.fd
 
     def write(fd: int, data: bytes | memoryview) -> None:
-        if fd == time_fd:
+        if fd == log_fd:
             raise OSError(errno.ENOSPC, "No space left on device")
         real(fd, data)
     monkeypatch.setattr(segment_module, "_write_all", write)
     with pytest.raises(KafkaStorageError) as err:
         append_v2(log, [30])  # more than 100 bytes since the last point: an index point, and a time entry
-    assert str(err.value.error.filename).endswith(".timeindex")
-    assert (log.log_end_offset, os.fstat(seg.fd).st_size, os.fstat(seg.index_fd).st_size,
-            os.fstat(seg.time_index_fd).st_size, seg.time_index.entries, seg.timestamps.max_timestamp) == before
+    assert str(err.value.error.filename).endswith(".log")
+    assert (log.log_end_offset, os.fstat(seg.fd).st_size, seg.index_entries, seg.time_index.entries,
+            seg.timestamps.max_timestamp) == before
     monkeypatch.undo()
     log._close_fds()  # the failed log is abandoned; recovery finds the two appends before it
     log = Log.open(tmp_path, segment_bytes=1 << 20, index_interval_bytes=100)

@@ -1,0 +1,190 @@
+"""Many partitions on one broker (issue 21, deliverable 4): create, restart, shutdown, descriptors, RSS.
+
+    python -m bench.partitions --partitions 1000,10000 [--nofile 20000] [--produce]
+
+For each N, on a fresh ZooKeeper and one broker (its soft RLIMIT_NOFILE set to --nofile, the
+machine's hard limit by default):
+- create: CreateTopics of N partitions until Metadata shows every one led;
+- descriptors and RSS of the broker with N empty partitions (and after one message each, with
+  --produce);
+- SIGTERM: until the process exits (controlled shutdown, logs closed);
+- restart: from the process start until Metadata shows all N led, and until `broker.started`;
+- kill -9 then restart: the same, plus the ZooKeeper session wait (the old registration must go).
+
+Prints JSON (bench/out/partitions.json) and draws bench/out/partitions.png. The machine's load
+(`/proc/loadavg`) is recorded at the start and end of each run: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import machine, progress, save_figure, write_json
+from broker.zk.server import ZooKeeperServer
+from fetcher.connection import KafkaConnection
+from protocol.api_keys import ApiKey
+from tests.support.brokers import BrokerProcess
+from tests.support.wire import connect, produce
+
+
+def loadavg() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+async def led(conn: KafkaConnection, topic: str, n: int) -> bool:
+    md = await conn.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]}, 60)
+    parts = md["topics"][0]["partitions"]
+    return len(parts) == n and all(p["leader_id"] >= 0 for p in parts)
+
+
+async def wait_led(b: BrokerProcess, topic: str, n: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            async with await connect(b) as conn:
+                while time.monotonic() < deadline:
+                    if await led(conn, topic, n):
+                        return
+                    await asyncio.sleep(0.1)
+        except (OSError, ConnectionError, TimeoutError):
+            await asyncio.sleep(0.1)
+    raise TimeoutError(f"{topic}: not all {n} partitions led after {timeout} s")
+
+
+async def create(b: BrokerProcess, topic: str, n: int, timeout: float) -> float:
+    start = time.monotonic()
+    async with await connect(b) as conn:
+        spec = {"name": topic, "num_partitions": n, "replication_factor": 1, "assignments": [], "configs": []}
+        resp = await conn.request(ApiKey.CREATE_TOPICS, 1, {"topics": [spec], "timeout_ms": int(timeout * 1000)},
+                                  timeout + 10)
+        assert resp["topics"][0]["error_code"] == 0, resp
+    await wait_led(b, topic, n, timeout)
+    return time.monotonic() - start
+
+
+async def produce_each(b: BrokerProcess, topic: str, n: int) -> float:
+    start = time.monotonic()
+    async with await connect(b) as conn:
+        for p in range(n):
+            resp = await produce(conn, topic, p, [(None, b"x" * 100)])
+            assert resp["error_code"] == 0, (p, resp)
+    return time.monotonic() - start
+
+
+def started_after(b: BrokerProcess, t0: float, timeout: float) -> float:
+    while time.monotonic() - t0 < timeout:
+        if b._started_logged():
+            return time.monotonic() - t0
+        time.sleep(0.02)
+    raise TimeoutError("broker.started not logged")
+
+
+def run_one(n: int, nofile: int, do_produce: bool, timeout: float) -> dict[str, object]:
+    work = Path(tempfile.mkdtemp(prefix="minibroker-bench-partitions-"))
+    zk = ZooKeeperServer(work / "zk")
+    zk.start()
+    b = BrokerProcess(work, 0, zk.connect_string, {"zookeeper.session.timeout.ms": "6000"}, nofile=nofile)
+    out: dict[str, object] = {"partitions": n, "nofile": nofile, "load_start": loadavg()}
+    try:
+        b.start(timeout=60)
+        assert b.proc is not None
+        out["empty_broker"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
+        progress(f"{n}: creating")
+        out["create_s"] = round(asyncio.run(create(b, "bench", n, timeout)), 2)
+        out["created"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
+        if do_produce:
+            progress(f"{n}: one message to each partition")
+            out["produce_each_s"] = round(asyncio.run(produce_each(b, "bench", n)), 2)
+            out["produced"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
+        progress(f"{n}: SIGTERM")
+        t0 = time.monotonic()
+        b.proc.send_signal(signal.SIGTERM)
+        code = b.proc.wait(timeout)
+        out["sigterm_exit_s"] = round(time.monotonic() - t0, 2)
+        out["sigterm_exit_code"] = code
+        progress(f"{n}: restart after SIGTERM")
+        t0 = time.monotonic()
+        b.start(wait=False)
+        out["restart_started_s"] = round(started_after(b, t0, timeout), 2)
+        asyncio.run(wait_led(b, "bench", n, timeout))
+        out["restart_all_led_s"] = round(time.monotonic() - t0, 2)
+        out["restarted"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
+        progress(f"{n}: kill -9 and restart")
+        b.kill()
+        t0 = time.monotonic()
+        b.start(wait=False)
+        out["kill9_restart_started_s"] = round(started_after(b, t0, timeout), 2)
+        asyncio.run(wait_led(b, "bench", n, timeout))
+        out["kill9_restart_all_led_s"] = round(time.monotonic() - t0, 2)
+        out["storage_errors_logged"] = b.log_path.read_text().count("log.open_files_exhausted")
+    finally:
+        b.stop(timeout)
+        zk.stop()
+        out["load_end"] = loadavg()
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def plot(results: list[dict[str, object]]) -> Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [("create_s", "create"), ("sigterm_exit_s", "SIGTERM exit"), ("restart_all_led_s", "restart: all led"),
+            ("kill9_restart_all_led_s", "kill -9 restart: all led")]
+    fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / max(1, len(results))
+    for i, r in enumerate(results):
+        xs = [k + i * width for k in range(len(keys))]
+        ax_t.bar(xs, [float(r.get(key, 0) or 0) for key, _ in keys], width, label=f"{r['partitions']} partitions")
+    ax_t.set_xticks([k + width * (len(results) - 1) / 2 for k in range(len(keys))], [label for _, label in keys],
+                    rotation=15)
+    ax_t.set_ylabel("seconds")
+    ax_t.set_title("one broker, many partitions")
+    ax_t.legend()
+    ns = [int(str(r["partitions"])) for r in results]
+    ax_r.plot(ns, [r["created"]["fds"] for r in results], "o-", label="descriptors")  # type: ignore[index]
+    ax_r2 = ax_r.twinx()
+    ax_r2.plot(ns, [r["created"]["rss_mb"] for r in results], "s--", color="tab:red", label="RSS MB")  # type: ignore[index]
+    ax_r.set_xlabel("partitions")
+    ax_r.set_ylabel("descriptors")
+    ax_r2.set_ylabel("RSS (MB)")
+    ax_r.set_title("after creation")
+    return save_figure(fig, "partitions")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", default="1000", help="comma-separated partition counts")
+    ap.add_argument("--nofile", type=int, default=0, help="the broker's soft RLIMIT_NOFILE (default: the hard limit)")
+    ap.add_argument("--produce", action="store_true", help="one 100-byte message to each partition before SIGTERM")
+    ap.add_argument("--timeout", type=float, default=600)
+    args = ap.parse_args()
+    nofile = args.nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    results = [run_one(int(n), nofile, args.produce, args.timeout) for n in args.partitions.split(",")]
+    data = {"machine": machine(), "results": results}
+    write_json("partitions", data)
+    progress(f"plot: {plot(results)}")
+
+
+if __name__ == "__main__":
+    main()
