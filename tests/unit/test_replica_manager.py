@@ -233,4 +233,5 @@ def test_leader_epochs_follow_roles_appends_and_truncation(rm: ReplicaManager, t
     assert part.epochs.cache.entries == [(7, 40)]
     rm.restart_follower_at(TP, 90)
     assert part.epochs.cache.entries == []
+    assert rm.epoch_syncs.sync() == []  # the file's writes wait for the next LeaderAndIsr answer (or 5 s)
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n0\n"
