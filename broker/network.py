@@ -291,10 +291,17 @@ class Connection:
         return req
 
     async def _send_in_order(self) -> None:
-        """The responses, strictly in request order; a failed or refused request closes the connection."""
+        """The responses, strictly in request order; a failed or refused request closes the connection.
+
+        Responses that are ready together (acks=all produces completed by one high-watermark
+        move) go out in one write: one system call for the lot."""
         loop = asyncio.get_running_loop()
         closed = False
+        ready: list[bytes] = []
         while True:
+            following = self._order[0].task if self._order else None
+            if following is None or not following.done():
+                await self._flush(ready)  # nothing more is ready to go with them
             while not self._order:
                 if self._reading_done:
                     return
@@ -305,6 +312,7 @@ class Connection:
             assert task is not None
             try:
                 if not task.done():
+                    await self._flush(ready)
                     await asyncio.wait((task,))  # not `await task`: cancelling the sender leaves it be
                 if closed or task.cancelled():
                     continue  # abandoned: its client is gone
@@ -312,26 +320,35 @@ class Connection:
                 if error is not None:
                     log.error("connection.failed", peer=self.peer, exc_info=error)
                     closed = True
+                    await self._flush(ready)
                     self.writer.close()
                     continue
                 if not task.result():  # a frame the dispatcher refused: close after the answers before it
                     closed = True
+                    await self._flush(ready)
                     self.writer.close()
                     continue
                 if req.reply is None:  # acks=0 produce: Kafka sends nothing back
                     continue
                 if req.hold_until:
+                    await self._flush(ready)
                     await self._hold(req, req.hold_until - loop.time())
                     if self.peer_gone:
                         self._held_dropped = True
                         continue
-                self._send(req.reply)
-                transport = self.writer.transport
-                if not transport.is_closing() and transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-                    with contextlib.suppress(ConnectionError):
-                        await self.writer.drain()
+                ready.extend(req.reply)
             finally:
                 self._answered(req)
+
+    async def _flush(self, ready: list[bytes]) -> None:
+        if not ready:
+            return
+        self._send(ready[:])
+        ready.clear()
+        transport = self.writer.transport
+        if not transport.is_closing() and transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+            with contextlib.suppress(ConnectionError):
+                await self.writer.drain()
 
     def _answered(self, req: _Request) -> None:
         self._order.popleft()

@@ -220,14 +220,22 @@ async def test_interleaved_requests_from_several_clients_keep_each_connections_o
         offsets = [produced(body)["base_offset"] for _, kind, body in answers if kind.startswith("acks")]
         assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets), n
 
-    async with await connect(leader) as conn:
-        for partition in (0, 1):
-            got = (await fetch(conn, [("mix", partition, 0, 1 << 20)]))[("mix", partition)]
-            values = [v.decode() for v in values_of(got["records"])]
-            for n in range(clients):
-                if n % 2 != partition:
-                    continue
-                mine = [v for v in values if v.startswith(f"c{n}-")]
-                sent = [int(v.split("-")[1]) for v in mine]
-                assert sent == sorted(sent) and len(mine) == sum(
-                    1 for _, kind, _ in results[n] if kind.startswith("acks")), (n, mine)
+    expected = {n: sum(1 for _, kind, _ in results[n] if kind.startswith("acks")) for n in range(clients)}
+
+    async def readable() -> dict[int, list[str]] | None:
+        """Each client's values as the partitions hold them, once all are under the high watermark
+        (the last acks=1 produces may still be on their way to the follower)."""
+        by_client: dict[int, list[str]] = {}
+        async with await connect(leader) as conn:
+            for partition in (0, 1):
+                got = (await fetch(conn, [("mix", partition, 0, 1 << 20)]))[("mix", partition)]
+                for v in values_of(got["records"]):
+                    text = v.decode()
+                    by_client.setdefault(int(text.split("-")[0][1:]), []).append(text)
+        done = all(len(by_client.get(n, [])) == expected[n] for n in range(clients))
+        return by_client if done else None
+
+    held = await wait_for("every acknowledged value readable", readable)
+    for n in range(clients):
+        sent = [int(v.split("-")[1]) for v in held.get(n, [])]
+        assert sent == sorted(sent), (n, sent)  # in the order the client sent them
