@@ -53,6 +53,17 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def timeline_ms(sent_at: list[float], latencies: list[float]) -> list[dict[str, float | None]]:
+    """Per second of sending: p50, p99 and the worst end-to-end latency (a stall shows as one bad second)."""
+    if not sent_at:
+        return []
+    first = min(sent_at)
+    by_second: dict[int, list[float]] = {}
+    for t, lat in zip(sent_at, latencies, strict=True):
+        by_second.setdefault(int(t - first), []).append(lat)
+    return [{"second": s, **summary_ms(v), "max": round(max(v) * 1000, 2)} for s, v in sorted(by_second.items())]
+
+
 def summary_ms(values_s: list[float]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999)):
@@ -70,6 +81,7 @@ class LatencyConsumer(threading.Thread):
                            "enable.auto.commit": False})
         self.c.assign([TopicPartition(topic, 0, OFFSET_END)])
         self.latencies: list[float] = []
+        self.sent_at: list[float] = []  # perf_counter seconds of each value's send, for the timeline
         self.ready = threading.Event()
         self.stop = threading.Event()
 
@@ -85,7 +97,9 @@ class LatencyConsumer(threading.Thread):
             now = time.perf_counter_ns()
             value = msg.value()
             if value is not None:
-                self.latencies.append((now - _STAMP.unpack_from(value)[0]) / 1e9)
+                sent = _STAMP.unpack_from(value)[0]
+                self.latencies.append((now - sent) / 1e9)
+                self.sent_at.append(sent / 1e9)
         self.c.close()
 
 
@@ -149,6 +163,7 @@ def run_scenario(name: str, source: Path | None, rate: int, seconds: float) -> d
         return {"scenario": name, "replication_factor": replicas, "acks": acks, "tree": "this" if source is None else "before", "rate": rate,
                 "seconds": seconds, **produced, "consumed": len(consumer.latencies),
                 "end_to_end_ms": summary_ms(consumer.latencies),
+                "timeline_ms": timeline_ms(consumer.sent_at, consumer.latencies),
                 "broker_cpu_cores": round(cpu / elapsed, 3), "load_average_after": load_average()}
 
 
@@ -227,12 +242,15 @@ def plot(data: dict[str, Any]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, (ax, tl) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 2]})
     labels, p50, p99 = [], [], []
     for r in data["results"]:
         labels.append(f"{r['scenario']}\n{r['tree']}\n{r['acked_per_s_while_sending']}/s acked")
         p50.append(r["end_to_end_ms"]["p50"] or 0)
         p99.append(r["end_to_end_ms"]["p99"] or 0)
+        seconds = [point["second"] for point in r.get("timeline_ms", [])]
+        tl.plot(seconds, [point["p99"] for point in r.get("timeline_ms", [])], marker=".",
+                label=f"{r['scenario']} {r['tree']}")
     ref = data["loopback_round_trip_ms"]
     labels.append("loopback\nround trip")
     p50.append(ref["p50"] or 0)
@@ -243,9 +261,14 @@ def plot(data: dict[str, Any]) -> None:
     ax.set_xticks(list(xs), labels, fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("end-to-end latency, ms")
-    ax.set_title(f"steady {data['results'][0]['rate'] if data['results'] else ''} msg/s, 100-byte values "
-                 f"(load {data['load_average_before'][0]} before the run)")
+    rate = data["results"][0]["rate"] if data["results"] else ""
+    ax.set_title(f"steady {rate} msg/s, 100-byte values (load {data['load_average_before'][0]} before)")
     ax.legend()
+    tl.set_yscale("log")
+    tl.set_xlabel("second of the run")
+    tl.set_ylabel("p99 of the second, ms")
+    tl.set_title("end-to-end p99, per second")
+    tl.legend(fontsize=7)
     save_figure(fig, "latency")
 
 

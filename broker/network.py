@@ -119,10 +119,6 @@ class Connection:
         """A request read and not yet answered (idle expiry)."""
         return bool(self._order)
 
-    @property
-    def in_flight_count(self) -> int:
-        return len(self._order)
-
     def _current(self) -> _Request | None:
         task = asyncio.current_task()
         return self._by_task.get(task) if task is not None else None
