@@ -113,6 +113,7 @@ class Connection:
         self._holds = 0  # responses with a KIP-13 hold not yet sent
         self._held_dropped = False  # one was dropped, its client gone: read nothing more
         self._sender: asyncio.Task[None] | None = None
+        self._sender_idle = True  # nothing for the sending task to do: a reply may go out inline
 
     @property
     def in_flight(self) -> bool:
@@ -281,10 +282,33 @@ class Connection:
         task.add_done_callback(lambda _: req.mark_processed())
         req.watch = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self.watch_hangup)
         self.last_active = asyncio.get_running_loop().time()
+        return req
+
+    async def settle(self, req: _Request) -> bool:
+        """Wait until `req` is processed (done, or only waiting); False when nothing more may be read.
+
+        The common case, a request answered at once with nothing before it still waiting, is
+        answered here, in the reading task: the sending task exists for the requests that wait,
+        and a connection that never has one waiting costs no second task or wake-up."""
+        await req.processed
+        task = req.task
+        assert task is not None
+        if (task.done() and self._sender_idle and self._order and self._order[0] is req
+                and not task.cancelled() and task.exception() is None and not req.hold_until):
+            handled = bool(task.result())
+            if handled and req.reply is not None:
+                self._send(req.reply)
+            self._answered(req, notify=False)
+            transport = self.writer.transport
+            if not transport.is_closing() and transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+                with contextlib.suppress(ConnectionError):
+                    await self.writer.drain()
+            return handled
         if self._sender is None:
+            self._sender_idle = False  # busy from now until it finds nothing left to send
             self._sender = asyncio.create_task(self._send_in_order())
         self._changed.set()
-        return req
+        return not (task.done() and (task.cancelled() or task.exception() is not None or not task.result()))
 
     async def _send_in_order(self) -> None:
         """The responses, strictly in request order; a failed or refused request closes the connection.
@@ -302,7 +326,11 @@ class Connection:
                 if self._reading_done:
                     return
                 self._changed.clear()
-                await self._changed.wait()
+                self._sender_idle = True
+                try:
+                    await self._changed.wait()
+                finally:
+                    self._sender_idle = False
             req = self._order[0]
             task = req.task
             assert task is not None
@@ -346,7 +374,9 @@ class Connection:
             with contextlib.suppress(ConnectionError):
                 await self.writer.drain()
 
-    def _answered(self, req: _Request) -> None:
+    def _answered(self, req: _Request, notify: bool = True) -> None:
+        if not self._order or self._order[0] is not req:
+            return  # answered already
         self._order.popleft()
         if req.task is not None:
             self._by_task.pop(req.task, None)
@@ -359,7 +389,8 @@ class Connection:
         if not self._order:
             self.unwatch_hangup()
         self.last_active = asyncio.get_running_loop().time()
-        self._changed.set()
+        if notify:
+            self._changed.set()
 
     async def _hold(self, req: _Request, delay: float) -> None:
         """Wait out a held response's throttle time; a peer hanging up meanwhile ends it.
@@ -679,10 +710,7 @@ class Listener:
             req = conn.start(self.dispatcher.handle(conn, frame), release)
             del frame
             # Appends stay in arrival order: the next request starts once this one is done or waits.
-            await asyncio.shield(req.processed)
-            task = req.task
-            if task is not None and task.done() and (task.cancelled() or task.exception() is not None
-                                                     or not task.result()):
+            if not await conn.settle(req):
                 return  # refused, failed or abandoned: read nothing more
 
 

@@ -38,7 +38,7 @@ class RawClient:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         self.next_id = 1
-        self.sent: list[tuple[int, ApiKey, int]] = []
+        self.sent: dict[int, tuple[ApiKey, int]] = {}
 
     @classmethod
     async def open(cls, broker: BrokerProcess) -> RawClient:
@@ -50,15 +50,17 @@ class RawClient:
         self.next_id += 1
         header = encode_request_header(key, version, cid, "pipeliner")
         self.writer.writelines(frame(header, request_codec(key, version).encode(body)))
-        self.sent.append((cid, key, version))
+        self.sent[cid] = (key, version)
         return cid
 
     async def read(self) -> tuple[int, dict[str, Any]]:
-        """The next response: its correlation id, and its body decoded as the oldest unanswered request's."""
+        """The next response: its correlation id, and its body."""
         (size,) = struct.unpack(">i", await self.reader.readexactly(4))
         data = await self.reader.readexactly(size)
         (cid,) = struct.unpack(">i", data[:4])
-        _, key, version = self.sent.pop(0)
+        # Decoded as the request its correlation id names, so that an answer out of order fails
+        # the order assertions rather than the decoding.
+        key, version = self.sent.pop(cid)
         body = response_codec(key, version).decode(memoryview(data)[response_header_size(key, version, data):])
         return cid, body
 
