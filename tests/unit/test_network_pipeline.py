@@ -35,9 +35,16 @@ class Script:
             if kind == b"turns":  # waits a few loop turns without saying it only waits
                 for _ in range(int(tag) % 4):
                     await asyncio.sleep(0)
+            elif kind.startswith(b"turns"):  # turns3: exactly three loop turns
+                for _ in range(int(kind[5:])):
+                    await asyncio.sleep(0)
             elif kind == b"waits":  # an acks=all produce: processed, then waits
                 conn.request_processed()
                 await asyncio.sleep(0.002 * (int(tag) % 5))
+            elif kind.startswith(b"waits"):  # waits2: processed, then exactly two loop turns
+                conn.request_processed()
+                for _ in range(int(kind[5:])):
+                    await asyncio.sleep(0)
             conn.write([struct.pack(">i", len(tag)), tag])
             return True
         finally:
@@ -99,3 +106,16 @@ async def test_one_in_flight_is_kafkas_one_request_at_a_time() -> None:
         await listener.stop()
     assert answers == [str(i).encode() for i in range(50)]
     assert script.most_running == 1
+
+
+@pytest.mark.parametrize("first_turns", [0, 1, 2, 3])
+@pytest.mark.parametrize("second_turns", [1, 2, 3, 4, 5])
+async def test_the_reading_and_sending_tasks_never_answer_one_request_twice(
+        pipelined: tuple[Listener, Script], first_turns: int, second_turns: int) -> None:
+    # A request that waits is answered by the sending task; one answered at once, with nothing
+    # before it still waiting, by the reading task. A waiting request followed by one that takes
+    # a few loop turns finishes in every interleaving of the two.
+    listener, _ = pipelined
+    frames = [b"waits%d:0" % first_turns, b"turns%d:1" % second_turns, b"now:2", b"now:3"] * 5
+    answers = await exchange(listener, frames)
+    assert answers == [f.partition(b":")[2] for f in frames]
