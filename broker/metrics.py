@@ -10,7 +10,8 @@ keeps the small surface the broker calls (`Registry.counter/gauge/histogram`, `.
   creation order with their HELP/TYPE even before the first sample, as they always have.
   Counters and histograms are prometheus_client's own, created at their first use because our
   call sites name their labels there rather than up front. Callback gauges yield a
-  `GaugeMetricFamily` built from the callback at scrape time.
+  `GaugeMetricFamily` built from the callback at scrape time, callback counters (totals another
+  part of the broker already keeps) a `CounterMetricFamily`.
 - The exposition is what scrapers had before: every label value goes through `bounded()` (client
   ids are chosen by clients and may be huge), counters carry no `_created` samples, and histogram
   `le` labels keep their old spelling (`le="1"`, not prometheus_client's `le="1.0"`), since
@@ -146,6 +147,31 @@ class Gauge(_Family):
         return [family or self._empty()]
 
 
+class CallbackCounter(_Family):
+    """A counter whose series come from `fn` at scrape time: for totals another part already keeps
+    (a group's generation), so the broker does not count the same thing twice."""
+
+    def __init__(self, name: str, help_text: str, fn: Callable[[], GaugeRows]) -> None:
+        super().__init__(name, help_text)
+        self.fn = fn
+
+    def _empty(self) -> Metric:
+        return CounterMetricFamily(self.name, self.help)
+
+    def collect(self) -> Iterable[Metric]:
+        family: CounterMetricFamily | None = None
+        names: list[str] = []
+        for labels, value in self.fn():
+            if family is None:
+                names = sorted(labels)
+                family = CounterMetricFamily(self.name, self.help, labels=names)
+            elif sorted(labels) != names:
+                raise ValueError(f"{self.name}: label names {sorted(labels)} after {names}")
+            bounded_labels = _bounded_labels(labels)
+            family.add_metric([bounded_labels[n] for n in names], float(value))
+        return [family or self._empty()]
+
+
 DEFAULT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -208,6 +234,11 @@ class Registry:
     def gauge(self, name: str, help_text: str, fn: Callable[[], GaugeRows] | None = None) -> Gauge:
         fam = self.families.get(PREFIX + name) or self._add(Gauge(name, help_text, fn))
         assert isinstance(fam, Gauge)
+        return fam
+
+    def counter_fn(self, name: str, help_text: str, fn: Callable[[], GaugeRows]) -> CallbackCounter:
+        fam = self.families.get(PREFIX + name) or self._add(CallbackCounter(name, help_text, fn))
+        assert isinstance(fam, CallbackCounter)
         return fam
 
     def histogram(self, name: str, help_text: str) -> Histogram:

@@ -21,6 +21,9 @@ from broker.config_apply import ConfigApplier
 from broker.controlled_shutdown import controlled_shutdown
 from broker.controller.controller import Controller
 from broker.dispatch import Dispatcher
+from broker.group.coordinator import GroupCoordinator, group_config
+from broker.group.offsets_topic import OffsetsTopic
+from broker.group_metrics import register_group_metrics, snapshots
 from broker.health import HEALTH_FILE_ENV, HealthFile
 from broker.metadata import MetadataCache
 from broker.metrics import Registry, serve_metrics
@@ -84,6 +87,13 @@ class Broker:
                            self.metadata_updated)
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
         self.config_admin = ConfigAdmin(self.zk, config, self.metadata)
+        self.group_coordinator = GroupCoordinator(self.broker_id, group_config(config))
+        # `__consumer_offsets`: loads and unloads its partitions' groups as this broker's roles change.
+        self.group_store = OffsetsTopic(config, self.zk, self.metadata, self.replicas, self.topic_configs)
+        self.roles.add_listener(self.group_store)
+        self.replicas.on_offline(self.group_store.offline)
+        self.group_coordinator.bind_store(self.group_store)
+        self.group_store.register(self.group_coordinator)
         self.dispatcher = Dispatcher(self, ALL_APIS)
         # Every named listener is bound; each has its own connection limits (departure: Kafka
         # counts max.connections across listeners).
@@ -103,6 +113,12 @@ class Broker:
         register_replication_gauges(self.metrics, self.replicas, self.throttles)
         register_quota_gauges(self.metrics, self.produce_quotas, self.fetch_quotas, self.mutation_quotas,
                               self.now_ms)
+        register_group_metrics(self.metrics, lambda: snapshots(self.group_coordinator.machine), self._local_end)
+
+    def _local_end(self, topic: str, partition: int) -> int | None:
+        """A partition's end as consumers see it (the high watermark), where this broker holds a replica."""
+        part = self.replicas.get(topic, partition)
+        return None if part is None or part.offline else part.high_watermark
 
     @staticmethod
     def now_ms() -> float:
@@ -194,10 +210,12 @@ class Broker:
             await self.zk.ensure_path(path)
         self._cluster_id = await get_or_create_cluster_id(self.zk)
         log.info("broker.cluster_id", cluster_id=self._cluster_id)
+        await self.group_store.read_partition_count()  # before any FindCoordinator is answered
         for listener in self.listeners:
             await listener.start()
         self.replicas.start()
         self.log_cleaner.start()
+        self.group_coordinator.start()
         # Configs first, registration second (as Kafka's start-up does): registering makes the
         # controller hand out partitions, and a replica fetcher must not start unthrottled.
         await self.dynamic_config.start()
@@ -247,7 +265,9 @@ class Broker:
                 log.warning("broker.stop_step_timeout", step=name)
         if self._metrics_server is not None:
             self._metrics_server.close()
+        await self.group_coordinator.stop()
         await self.log_cleaner.stop()
+        await self.group_store.stop()
         await self.replicas.stop()
         try:
             await asyncio.wait_for(self.zk.close(), 10)

@@ -4,7 +4,8 @@ Spark runs a data source's methods in separate Python worker processes, each cal
 (blocking) functions. `BrokerSession` gives those functions a private event loop and drives
 `fetcher.connection.KafkaConnection` on it, so no thread or loop outlives one planning call,
 one partition read or one write task. It speaks only what minibroker serves: Metadata v1,
-ListOffsets v1, Fetch v3 and Produce v2, always as a consumer (replica_id -1) so that reads
+ListOffsets v1, Fetch v3, Produce v2, and FindCoordinator v1 with OffsetCommit v2 for the
+streaming source's optional commits to a group; always as a consumer (replica_id -1) so that reads
 and "latest" offsets stop at the high watermark, i.e. at data that can no longer disappear.
 
 Every failure a user can cause (unknown topic, unreachable brokers, offsets outside the log)
@@ -28,6 +29,8 @@ from protocol.records.records import decode_records
 from protocol.schema import request_codec
 
 FETCH_VERSION = 3  # v3 (KIP-74) always returns the first message whole, so a read never stalls
+FIND_COORDINATOR_VERSION = 1
+OFFSET_COMMIT_VERSION = 2  # the first with generation, member id and a retention time (-1: the broker's)
 EARLIEST, LATEST = -2, -1
 _RETRY_BACKOFF_S = 0.2
 
@@ -332,6 +335,52 @@ class BrokerSession:
             offset = nxt
             if batch:
                 yield batch
+
+    # ---- committing to a consumer group ------------------------------------------------------
+
+    async def _coordinator(self, group: str) -> KafkaConnection:
+        conn = await self._any_broker()
+        try:
+            resp = await self._request(conn, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION,
+                                       {"key": group, "key_type": 0})
+        except ConnectionError as e:
+            self._drop((conn.host, conn.port))
+            raise _Retry(f"FindCoordinator to {conn.host}:{conn.port} failed: {e}") from e
+        code = resp["error_code"]
+        if code != ErrorCode.NONE:
+            if _retriable(code):
+                raise _Retry(f"FindCoordinator for group {group!r}: {ErrorCode.name_of(code)}")
+            raise MinibrokerError(f"FindCoordinator for group {group!r}: {ErrorCode.name_of(code)}")
+        try:
+            return await self._connect((resp["host"], resp["port"]))
+        except (OSError, TimeoutError) as e:
+            raise _Retry(f"coordinator {resp['node_id']} of group {group!r} is unreachable: {e}") from e
+
+    async def _commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        conn = await self._coordinator(group)
+        body = {"group_id": group, "generation_id": -1, "member_id": "", "retention_time_ms": -1,
+                "topics": [{"name": topic, "partitions": [
+                    {"partition_index": p, "committed_offset": o, "committed_metadata": ""}
+                    for p, o in sorted(offsets.items())]}]}
+        try:
+            resp = await self._request(conn, ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_VERSION, body)
+        except ConnectionError as e:
+            self._drop((conn.host, conn.port))
+            raise _Retry(f"OffsetCommit to {conn.host}:{conn.port} failed: {e}") from e
+        codes = {p["error_code"] for t in resp["topics"] for p in t["partitions"]} - {ErrorCode.NONE}
+        if not codes:
+            return
+        names = ", ".join(sorted(ErrorCode.name_of(c) for c in codes))
+        if all(_retriable(c) for c in codes):
+            raise _Retry(f"OffsetCommit of group {group!r}: {names}")
+        raise MinibrokerError(f"OffsetCommit of group {group!r}: {names}")
+
+    def commit_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Commits `offsets` (partition -> next offset to read) of `topic` to `group` as a consumer
+        outside the group (generation -1, no member id: Kafka's "simple consumer" commit), finding
+        the coordinator again while it moves or loads, within the connect timeout."""
+        if offsets:
+            self._retrying(lambda: self._commit(group, topic, offsets), f"committing offsets to group {group!r}")
 
     # ---- produce -----------------------------------------------------------------------------
 

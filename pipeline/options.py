@@ -26,6 +26,10 @@ TimestampSpec = tuple[int | None, dict[int, int]]  # (global timestamp, per part
 # startingOffsetsByTimestampStrategy): fail the query, or start at the latest offset.
 STRATEGY_ERROR, STRATEGY_LATEST = "error", "latest"
 
+# The consumer group a streaming query commits its processed offsets to (Spark's Kafka source has
+# no such option: its `kafka.group.id` only names the group of the consumers it reads with).
+COMMIT_GROUP_OPTION = "commitOffsetsToGroup"
+
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
 
 
@@ -162,6 +166,8 @@ class ReadOptions:
     starting_by_timestamp: TimestampSpec | None = None
     ending_by_timestamp: TimestampSpec | None = None
     starting_timestamp_strategy: str = STRATEGY_ERROR
+    # Streaming only: after each micro-batch, commit its end offsets to this consumer group.
+    commit_group: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> ReadOptions:
@@ -180,6 +186,13 @@ class ReadOptions:
         if streaming and (_first(opts, "endingTimestamp") is not None
                           or _first(opts, "endingOffsetsByTimestamp") is not None):
             raise MinibrokerError("options endingTimestamp and endingOffsetsByTimestamp apply to batch queries only")
+        commit_group = _first(opts, COMMIT_GROUP_OPTION)
+        if commit_group is not None:
+            if not streaming:
+                raise MinibrokerError(f"option {COMMIT_GROUP_OPTION} applies to streaming queries only")
+            commit_group = commit_group.strip()
+            if not commit_group:
+                raise MinibrokerError(f"option {COMMIT_GROUP_OPTION} names a consumer group; it is empty")
         strategy = (_first(opts, "startingOffsetsByTimestampStrategy") or STRATEGY_ERROR).strip().lower()
         if strategy not in (STRATEGY_ERROR, STRATEGY_LATEST):
             raise MinibrokerError(f"option startingOffsetsByTimestampStrategy must be 'error' or 'latest', "
@@ -190,7 +203,7 @@ class ReadOptions:
                    starting_by_timestamp=parse_timestamps(opts, "startingTimestamp", "startingOffsetsByTimestamp",
                                                           topic),
                    ending_by_timestamp=parse_timestamps(opts, "endingTimestamp", "endingOffsetsByTimestamp", topic),
-                   starting_timestamp_strategy=strategy)
+                   starting_timestamp_strategy=strategy, commit_group=commit_group)
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,15 @@ that unpickle these objects. Planning (which partitions, which offsets) talks to
 once per query or micro-batch; each task then reads one topic partition's offset range on its
 own connection. Streaming offsets are `{"topic": {"partition": next offset}}` dicts, the
 same shape as the `startingOffsets` option; Spark keeps them in the query's checkpoint, which
-is what makes a restarted query resume exactly where it stopped.
+is what makes a restarted query resume exactly where it stopped. With the option
+`commitOffsetsToGroup`, each processed micro-batch's end offsets are also committed to that
+consumer group (OffsetCommit as a consumer outside the group), so the query's lag shows in
+`minibroker groups --describe`; Spark's own Kafka source commits nothing anywhere.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -35,6 +39,8 @@ from pipeline.rows import SCHEMA_DDL, record_batch
 from pipeline.sink import MinibrokerWriter
 
 Offsets = dict[int, int]  # partition -> offset
+
+_log = logging.getLogger(__name__)
 
 
 class OffsetRange(InputPartition):
@@ -218,6 +224,7 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         self._target: Offsets | None = None
+        self._committed: Offsets | None = None  # last offsets committed to options.commit_group
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._offsets(LATEST)
@@ -243,6 +250,7 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         planning, ReadMaxRows from getDefaultReadLimit otherwise).
         """
         topic = self.options.topic
+        self._commit_to_group(start)
         latest = self._offsets(LATEST)
         if self._target is not None:
             latest = {p: min(o, self._target.get(p, o)) for p, o in latest.items()}
@@ -289,7 +297,35 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return read_range(self.options, partition)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: the offsets live in Spark's checkpoint, not in the broker."""
+        """Spark has processed everything below `end`: with `commitOffsetsToGroup`, tell the group."""
+        self._commit_to_group(end)
+
+    def _commit_to_group(self, processed: dict | None) -> None:
+        """Commits `processed` (a streaming offset doc whose data Spark has fully processed) to the
+        `commitOffsetsToGroup` group, unless that is what was committed last.
+
+        Spark calls `commit(end)` for a batch only while it plans the next batch with data, so an
+        idle query would show the last batch as lag for ever; `latestOffset(start)` (pyspark 4.2+)
+        is called at every trigger with the end of the last completed batch, so it commits too.
+        The query's position lives in Spark's checkpoint, which is what a restart resumes from;
+        the group's offsets are a copy for operators (`minibroker groups --describe`, the
+        coordinator's consumer_group_lag). So a commit that fails within `timeout.ms` is logged
+        and the query goes on: a later one carries the same or later offsets anyway.
+        """
+        group = self.options.commit_group
+        if group is None or not processed:
+            return
+        offsets = _as_offsets(processed, self.options.topic)
+        if offsets == self._committed:
+            return
+        try:
+            with BrokerSession(self.options.settings) as session:
+                session.commit_offsets(group, self.options.topic, offsets)
+        except MinibrokerError as e:
+            _log.warning("could not commit offsets %s of topic %r to group %r: %s", offsets, self.options.topic,
+                         group, e)
+            return
+        self._committed = offsets
 
 
 def _cap(begin: Offsets, latest: Offsets, max_rows: int) -> Offsets:

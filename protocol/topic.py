@@ -14,6 +14,17 @@ from protocol.errors import ErrorCode
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_LENGTH = 249
 
+# Kafka's internal topics (Topic.GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME): flagged
+# is_internal in Metadata, created only with their own settings, refused to ordinary produce.
+GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
+INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
+
+
+def is_internal(name: str | None) -> bool:
+    """Kafka's Topic.isInternal: by name alone."""
+    return name in INTERNAL_TOPICS
+
 
 def topic_name_error(name: str | None) -> str | None:
     """Kafka's Topic.validate, as a message (None when the name is legal)."""
@@ -38,4 +49,5 @@ def topic_partition_error(topic: str | None, partition: int) -> ErrorCode:
     return ErrorCode.NONE
 
 
-__all__ = ["LEGAL_TOPIC", "MAX_TOPIC_LENGTH", "topic_name_error", "topic_partition_error"]
+__all__ = ["GROUP_METADATA_TOPIC_NAME", "INTERNAL_TOPICS", "LEGAL_TOPIC", "MAX_TOPIC_LENGTH",
+           "TRANSACTION_STATE_TOPIC_NAME", "is_internal", "topic_name_error", "topic_partition_error"]

@@ -42,3 +42,4 @@ TOPIC_OPERATIONS = bitfield(frozenset({A.READ, A.WRITE, A.CREATE, A.DESCRIBE, A.
                                        A.DESCRIBE_CONFIGS, A.ALTER_CONFIGS}))
 CLUSTER_OPERATIONS = bitfield(frozenset({A.CREATE, A.CLUSTER_ACTION, A.DESCRIBE_CONFIGS, A.ALTER_CONFIGS,
                                          A.IDEMPOTENT_WRITE, A.ALTER, A.DESCRIBE}))
+GROUP_OPERATIONS = bitfield(frozenset({A.READ, A.DESCRIBE, A.DELETE}))

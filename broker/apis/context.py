@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from broker.apis.config_admin import ConfigAdmin
     from broker.config import BrokerConfig
     from broker.controller.controller import Controller
+    from broker.group.coordinator import GroupCoordinator
+    from broker.group.store import GroupStore
     from broker.metadata import MetadataCache
     from broker.metrics import Registry
     from broker.replication.replica_manager import ReplicaManager
@@ -70,6 +72,13 @@ class BrokerServices(Protocol):
     # Config resources (Describe/Alter/IncrementalAlterConfigs), written as `minibroker configs` does.
     @property
     def config_admin(self) -> ConfigAdmin: ...
+
+    # The consumer-group coordinator (broker/group): the group APIs' whole view of groups and offsets.
+    @property
+    def group_coordinator(self) -> GroupCoordinator: ...
+    # `__consumer_offsets` (FindCoordinator's partition for a group; the coordinator's store).
+    @property
+    def group_store(self) -> GroupStore: ...
 
 
 class DispatchHost(BrokerServices, Protocol):

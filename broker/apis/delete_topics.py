@@ -8,6 +8,9 @@ UUID, as Metadata v10+ and CreateTopics v7 say), so a non-zero id resolves to no
 answered UNKNOWN_TOPIC_ID with a null name, as Kafka 2.8 answers an id it does not know; a null
 name without an id is UNKNOWN_TOPIC_OR_PARTITION; a topic given both a name and a non-zero id
 fails the whole request with INVALID_REQUEST on every topic, as Kafka's handler does.
+An internal topic (`__consumer_offsets`) is refused with INVALID_TOPIC_EXCEPTION. Departure:
+Kafka 2.8's broker deletes it (only kafka-topics.sh --zookeeper refuses); issue 18 asks for the
+protection.
 KIP-599: a topic to delete takes its partition count from the client's mutation quota
 (broker.apis.mutation_quota; strict from v5, permissive before).
 """
@@ -18,7 +21,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from broker.apis.admin import AdminError
+from broker.apis.admin import AdminError, refuse_internal_deletion
 from broker.apis.mutation_quota import MutationQuota
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
@@ -63,6 +66,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         try:
             async with admin.mutations:
                 partitions = await admin.partition_count(name)
+                refuse_internal_deletion(name)  # before the quota: a refusal costs no tokens
                 if not quota.admit(partitions, res):
                     continue
                 await admin.delete_topic(name)

@@ -1,6 +1,11 @@
 """Metadata, versions 0-11 (Kafka 2.8), answered from the metadata cache.
 
 v0: an empty topic list means all topics; v1+: null means all, empty means none.
+Internal topics (`__consumer_offsets`) are flagged is_internal, and a request naming the missing
+`__consumer_offsets` creates it only as the internal topic (broker.apis.internal_topics, as Kafka
+2.8's AutoTopicCreationManager does), under the same conditions as any auto-creation.
+Departure: `__transaction_state` is never created (no transaction coordinator), so it is
+UNKNOWN_TOPIC_OR_PARTITION.
 Unknown topics are auto-created when `auto.create.topics.enable` is true, the request allows it
 (v4+ allow_auto_topic_creation, default true) and it names its topics, and are answered
 LEADER_NOT_AVAILABLE until their partitions have leaders, as Kafka does; otherwise
@@ -26,11 +31,13 @@ from typing import Any
 
 from broker.apis.admin import AdminError, TopicSpec
 from broker.apis.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
+from broker.apis.internal_topics import create_offsets_topic
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.metadata import topic_name_error
 from protocol.errors import ErrorCode
 from protocol.messages import metadata as messages
+from protocol.topic import GROUP_METADATA_TOPIC_NAME, is_internal
 
 ZERO_UUID = uuid.UUID(int=0)
 FIRST_METADATA_WAIT_S = 5.0
@@ -54,6 +61,12 @@ async def _unknown_topic(ctx: RequestContext, name: str, auto_create: bool) -> d
     if topic_name_error(name) is not None:
         return {"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []}
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if is_internal(name):
+        # Only ever created with its own settings (broker.apis.internal_topics).
+        if auto_create and name == GROUP_METADATA_TOPIC_NAME:
+            created = await create_offsets_topic(ctx.services)
+            code = ErrorCode.LEADER_NOT_AVAILABLE if created == ErrorCode.NONE else created
+        return {"error_code": code, "name": name, "is_internal": True, "partitions": []}
     if auto_create:
         try:
             await ctx.services.admin.create_topic(TopicSpec(name, -1, -1, None, {}))
@@ -85,7 +98,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         if name not in md.topics:
             topic = await _unknown_topic(ctx, name, auto_create)
         else:
-            topic = {"error_code": ErrorCode.NONE, "name": name, "is_internal": False,
+            topic = {"error_code": ErrorCode.NONE, "name": name, "is_internal": is_internal(name),
                      "partitions": md.partition_metadata(name, ctx.conn.listener_name, ctx.api_version)}
         topic["topic_id"] = ZERO_UUID
         topic["topic_authorized_operations"] = TOPIC_OPERATIONS if with_topic_ops else NOT_REQUESTED

@@ -23,6 +23,10 @@ Departures: no transactions, so a transactional batch gets TRANSACTIONAL_ID_AUTH
 (no transactional id in the request, Kafka 2.8's answer, which Kafka gives the whole request)
 or INVALID_TXN_STATE (with one) for its partition, at once.
 
+Internal topics (`__consumer_offsets`) are refused to ordinary produce with
+INVALID_TOPIC_EXCEPTION for each of their partitions, as Kafka 2.8's ReplicaManager does; as
+there, a client with Kafka's admin client id `__admin_client` may append to them.
+
 acks=0 gets no response; acks=-1 waits for the high watermark (the whole ISR) up to
 timeout_ms, then REQUEST_TIMED_OUT. NOT_ENOUGH_REPLICAS when the ISR is smaller than
 min.insync.replicas (topic config, else the broker's). KAFKA_STORAGE_ERROR for a partition
@@ -58,6 +62,10 @@ from protocol.messages import fetch as fetch_messages
 from protocol.messages import produce as messages
 from protocol.records.record_batch import CREATE_TIME, LOG_APPEND_TIME
 from protocol.records.validator import NO_TIMESTAMP_LIMIT, ValidationConfig
+from protocol.topic import is_internal
+
+# Kafka's AdminUtils.AdminClientId: the one client id whose produce may append to internal topics.
+ADMIN_CLIENT_ID = "__admin_client"
 
 # Produce v2's table (Kafka 0.10.1's data path) when the rest of Kafka 2.8's is not there yet.
 MESSAGE_FORMAT_V1_VERSIONS = (0, 2)
@@ -120,6 +128,11 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             out.append(entry)
             if acks not in (0, 1, -1):
                 entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
+                continue
+            if is_internal(name) and ctx.client_id != ADMIN_CLIENT_ID:
+                # Kafka's ReplicaManager.appendToLocalLog: "Cannot append to internal topic".
+                entry["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+                entry["error_message"] = f"Cannot append to internal topic {name}"
                 continue
             part = rm.get(name, idx)
             if rm.is_offline(name, idx):

@@ -5,11 +5,15 @@ ReplicaManager makes this broker leader or follower (with the topic's `segment.b
 `min.insync.replicas` and retention settings, broker.log_config), and the partition is taken from or handed to a replica fetcher
 for its leader. A partition whose log cannot be opened or truncated (its log directory failed)
 is answered KAFKA_STORAGE_ERROR, as Kafka's LeaderAndIsr does.
+Registered RoleListeners hear of each partition this broker now leads (after the change is
+applied) and of each it no longer leads (follower, StopReplica, storage error), as Kafka's
+KafkaApis tells its coordinators (onElection/onResignation).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import structlog
 
@@ -26,6 +30,17 @@ from protocol.errors import ErrorCode
 log = structlog.get_logger()
 
 
+class RoleListener(Protocol):
+    """Told of every leadership change applied here (the `__consumer_offsets` store loads and
+    unloads its groups on them, as Kafka's KafkaApis calls onElection/onResignation)."""
+
+    def became_leader(self, topic: str, index: int, leader_epoch: int) -> None: ...
+
+    def resigned(self, topic: str, index: int) -> None:
+        """No longer leader here: a follower now, stopped (StopReplica), or its log is offline."""
+        ...
+
+
 class PartitionRoles:
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, fetchers: FetcherManager,
                  metadata: MetadataCache, topic_configs: TopicConfigs) -> None:
@@ -35,6 +50,17 @@ class PartitionRoles:
         self.fetchers = fetchers
         self.metadata = metadata
         self.topic_configs = topic_configs
+        self._listeners: list[RoleListener] = []
+
+    def add_listener(self, listener: RoleListener) -> None:
+        self._listeners.append(listener)
+
+    def _tell(self, call: Callable[[RoleListener], None]) -> None:
+        for listener in self._listeners:
+            try:
+                call(listener)
+            except Exception:  # a listener's failure must not undo or stop the role change
+                log.exception("partition.role_listener_failed")
 
     async def apply_partition_state(self, ps: dict[str, Any], leaders: dict[int, tuple[str, int]]) -> ErrorCode:
         """One partition state of a LeaderAndIsr request; `leaders` are its live leaders' addresses."""
@@ -55,14 +81,21 @@ class PartitionRoles:
         cfg = await self.topic_configs.get(topic)
         segment = topic_int(topic, cfg, "segment.bytes", self.config.log_segment_bytes)
         try:
-            return self._apply(topic, index, replicas, ps, leaders, segment, cfg)
+            code = self._apply(topic, index, replicas, ps, leaders, segment, cfg)
         except KafkaStorageError as e:
+            self._tell(lambda listener: listener.resigned(topic, index))
             self.fetchers.remove((topic, index))
             log.info("partition.storage_error", topic=topic, partition=index, error=str(e))
             if ps["leader"] == self.broker_id:
                 # Kafka's controller learns offline replicas from this answer; ours from the notification.
                 self.replicas.dir_failures.remind(self.replicas.log_dir)
             return ErrorCode.KAFKA_STORAGE_ERROR
+        if ps["leader"] == self.broker_id:
+            if code == ErrorCode.NONE:
+                self._tell(lambda listener: listener.became_leader(topic, index, ps["leader_epoch"]))
+        else:
+            self._tell(lambda listener: listener.resigned(topic, index))
+        return code
 
     def _apply(self, topic: str, index: int, replicas: list[int], ps: dict[str, Any],
                leaders: dict[int, tuple[str, int]], segment: int, cfg: dict[str, str]) -> ErrorCode:
@@ -93,6 +126,7 @@ class PartitionRoles:
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         """Stop fetching a partition, and delete its log if asked."""
+        self._tell(lambda listener: listener.resigned(topic, index))
         self.fetchers.remove((topic, index))
         self.replicas.stop_replica(topic, index, delete)
 

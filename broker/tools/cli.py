@@ -1,4 +1,4 @@
-"""The `minibroker` command: serve, cluster, topics (design.md's external interface)."""
+"""The `minibroker` command: serve, cluster, topics, configs, reassign, groups (design.md's external interface)."""
 
 from __future__ import annotations
 
@@ -68,6 +68,12 @@ def _reassign(args: argparse.Namespace) -> int:
     return asyncio.run(reassign_tool.run(args))
 
 
+def _groups(args: argparse.Namespace) -> int:
+    from broker.tools import groups_tool
+    configure(None, level="warning")  # stdout is the tool's tables; events go to stderr
+    return asyncio.run(groups_tool.run(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minibroker", description="A Kafka-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -107,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.tools import reassign_tool
     reassign_tool.add_parser(sub)
     sub.choices["reassign"].set_defaults(func=_reassign)
+    from broker.tools import groups_tool
+    groups_tool.add_parser(sub)
+    sub.choices["groups"].set_defaults(func=_groups)
     return parser
 
 

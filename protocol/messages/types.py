@@ -19,18 +19,29 @@ from protocol.messages import (
     controlled_shutdown,
     create_partitions,
     create_topics,
+    delete_groups,
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_groups,
     fetch,
+    find_coordinator,
+    heartbeat,
     incremental_alter_configs,
     init_producer_id,
+    join_group,
     leader_and_isr,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
     offset_for_leader_epoch,
     produce,
     stop_replica,
+    sync_group,
     update_metadata,
 )
 
@@ -522,6 +533,315 @@ class ControlledShutdownResponse(TypedDict):
     remaining_partitions: list[ControlledShutdownResponseRemainingPartition]
 
 
+# ---- OffsetCommit (key 8), versions 0-8 ----------------------------------------------------------
+
+
+class OffsetCommitRequestTopicPartition(TypedDict):
+    """An element of OffsetCommitRequest.topics[].partitions[]."""
+
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: NotRequired[int]
+    commit_timestamp: NotRequired[int]
+    committed_metadata: str | None
+
+
+class OffsetCommitRequestTopic(TypedDict):
+    """An element of OffsetCommitRequest.topics[]."""
+
+    name: str
+    partitions: list[OffsetCommitRequestTopicPartition]
+
+
+class OffsetCommitRequest(TypedDict):
+    """OffsetCommit request, versions 0-8."""
+
+    group_id: str
+    generation_id: NotRequired[int]
+    member_id: NotRequired[str]
+    group_instance_id: NotRequired[str | None]
+    retention_time_ms: NotRequired[int]
+    topics: list[OffsetCommitRequestTopic]
+
+
+class OffsetCommitResponseTopicPartition(TypedDict):
+    """An element of OffsetCommitResponse.topics[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+
+
+class OffsetCommitResponseTopic(TypedDict):
+    """An element of OffsetCommitResponse.topics[]."""
+
+    name: str
+    partitions: list[OffsetCommitResponseTopicPartition]
+
+
+class OffsetCommitResponse(TypedDict):
+    """OffsetCommit response, versions 0-8."""
+
+    throttle_time_ms: NotRequired[int]
+    topics: list[OffsetCommitResponseTopic]
+
+
+# ---- OffsetFetch (key 9), versions 0-7 -----------------------------------------------------------
+
+
+class OffsetFetchRequestTopic(TypedDict):
+    """An element of OffsetFetchRequest.topics[]."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class OffsetFetchRequest(TypedDict):
+    """OffsetFetch request, versions 0-7."""
+
+    group_id: str
+    topics: list[OffsetFetchRequestTopic] | None
+    require_stable: NotRequired[bool]
+
+
+class OffsetFetchResponseTopicPartition(TypedDict):
+    """An element of OffsetFetchResponse.topics[].partitions[]."""
+
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: NotRequired[int]
+    metadata: str | None
+    error_code: int
+
+
+class OffsetFetchResponseTopic(TypedDict):
+    """An element of OffsetFetchResponse.topics[]."""
+
+    name: str
+    partitions: list[OffsetFetchResponseTopicPartition]
+
+
+class OffsetFetchResponse(TypedDict):
+    """OffsetFetch response, versions 0-7."""
+
+    throttle_time_ms: NotRequired[int]
+    topics: list[OffsetFetchResponseTopic]
+    error_code: NotRequired[int]
+
+
+# ---- FindCoordinator (key 10), versions 0-3 ------------------------------------------------------
+
+
+class FindCoordinatorRequest(TypedDict):
+    """FindCoordinator request, versions 0-3."""
+
+    key: str
+    key_type: NotRequired[int]
+
+
+class FindCoordinatorResponse(TypedDict):
+    """FindCoordinator response, versions 0-3."""
+
+    throttle_time_ms: NotRequired[int]
+    error_code: int
+    error_message: NotRequired[str | None]
+    node_id: int
+    host: str
+    port: int
+
+
+# ---- JoinGroup (key 11), versions 0-7 ------------------------------------------------------------
+
+
+class JoinGroupRequestProtocol(TypedDict):
+    """An element of JoinGroupRequest.protocols[]."""
+
+    name: str
+    metadata: bytes
+
+
+class JoinGroupRequest(TypedDict):
+    """JoinGroup request, versions 0-7."""
+
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: NotRequired[int]
+    member_id: str
+    group_instance_id: NotRequired[str | None]
+    protocol_type: str
+    protocols: list[JoinGroupRequestProtocol]
+
+
+class JoinGroupResponseMember(TypedDict):
+    """An element of JoinGroupResponse.members[]."""
+
+    member_id: str
+    group_instance_id: NotRequired[str | None]
+    metadata: bytes
+
+
+class JoinGroupResponse(TypedDict):
+    """JoinGroup response, versions 0-7."""
+
+    throttle_time_ms: NotRequired[int]
+    error_code: int
+    generation_id: int
+    protocol_type: NotRequired[str | None]
+    protocol_name: str | None
+    leader: str
+    member_id: str
+    members: list[JoinGroupResponseMember]
+
+
+# ---- Heartbeat (key 12), versions 0-4 ------------------------------------------------------------
+
+
+class HeartbeatRequest(TypedDict):
+    """Heartbeat request, versions 0-4."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: NotRequired[str | None]
+
+
+class HeartbeatResponse(TypedDict):
+    """Heartbeat response, versions 0-4."""
+
+    throttle_time_ms: NotRequired[int]
+    error_code: int
+
+
+# ---- LeaveGroup (key 13), versions 0-4 -----------------------------------------------------------
+
+
+class LeaveGroupRequestMember(TypedDict):
+    """An element of LeaveGroupRequest.members[]."""
+
+    member_id: str
+    group_instance_id: str | None
+
+
+class LeaveGroupRequest(TypedDict):
+    """LeaveGroup request, versions 0-4."""
+
+    group_id: str
+    member_id: NotRequired[str]
+    members: NotRequired[list[LeaveGroupRequestMember]]
+
+
+class LeaveGroupResponseMember(TypedDict):
+    """An element of LeaveGroupResponse.members[]."""
+
+    member_id: str
+    group_instance_id: str | None
+    error_code: int
+
+
+class LeaveGroupResponse(TypedDict):
+    """LeaveGroup response, versions 0-4."""
+
+    throttle_time_ms: NotRequired[int]
+    error_code: int
+    members: NotRequired[list[LeaveGroupResponseMember]]
+
+
+# ---- SyncGroup (key 14), versions 0-5 ------------------------------------------------------------
+
+
+class SyncGroupRequestAssignment(TypedDict):
+    """An element of SyncGroupRequest.assignments[]."""
+
+    member_id: str
+    assignment: bytes
+
+
+class SyncGroupRequest(TypedDict):
+    """SyncGroup request, versions 0-5."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: NotRequired[str | None]
+    protocol_type: NotRequired[str | None]
+    protocol_name: NotRequired[str | None]
+    assignments: list[SyncGroupRequestAssignment]
+
+
+class SyncGroupResponse(TypedDict):
+    """SyncGroup response, versions 0-5."""
+
+    throttle_time_ms: NotRequired[int]
+    error_code: int
+    protocol_type: NotRequired[str | None]
+    protocol_name: NotRequired[str | None]
+    assignment: bytes
+
+
+# ---- DescribeGroups (key 15), versions 0-5 -------------------------------------------------------
+
+
+class DescribeGroupsRequest(TypedDict):
+    """DescribeGroups request, versions 0-5."""
+
+    groups: list[str]
+    include_authorized_operations: NotRequired[bool]
+
+
+class DescribeGroupsResponseGroupMember(TypedDict):
+    """An element of DescribeGroupsResponse.groups[].members[]."""
+
+    member_id: str
+    group_instance_id: NotRequired[str | None]
+    client_id: str
+    client_host: str
+    member_metadata: bytes
+    member_assignment: bytes
+
+
+class DescribeGroupsResponseGroup(TypedDict):
+    """An element of DescribeGroupsResponse.groups[]."""
+
+    error_code: int
+    group_id: str
+    group_state: str
+    protocol_type: str
+    protocol_data: str
+    members: list[DescribeGroupsResponseGroupMember]
+    authorized_operations: NotRequired[int]
+
+
+class DescribeGroupsResponse(TypedDict):
+    """DescribeGroups response, versions 0-5."""
+
+    throttle_time_ms: NotRequired[int]
+    groups: list[DescribeGroupsResponseGroup]
+
+
+# ---- ListGroups (key 16), versions 0-4 -----------------------------------------------------------
+
+
+class ListGroupsRequest(TypedDict):
+    """ListGroups request, versions 0-4."""
+
+    states_filter: NotRequired[list[str]]
+
+
+class ListGroupsResponseGroup(TypedDict):
+    """An element of ListGroupsResponse.groups[]."""
+
+    group_id: str
+    protocol_type: str
+    group_state: NotRequired[str]
+
+
+class ListGroupsResponse(TypedDict):
+    """ListGroups response, versions 0-4."""
+
+    throttle_time_ms: NotRequired[int]
+    error_code: int
+    groups: list[ListGroupsResponseGroup]
+
+
 # ---- ApiVersions (key 18), versions 0-3 ----------------------------------------------------------
 
 
@@ -874,6 +1194,29 @@ class CreatePartitionsResponse(TypedDict):
     results: list[CreatePartitionsResponseResult]
 
 
+# ---- DeleteGroups (key 42), versions 0-2 ---------------------------------------------------------
+
+
+class DeleteGroupsRequest(TypedDict):
+    """DeleteGroups request, versions 0-2."""
+
+    groups_names: list[str]
+
+
+class DeleteGroupsResponseResult(TypedDict):
+    """An element of DeleteGroupsResponse.results[]."""
+
+    group_id: str
+    error_code: int
+
+
+class DeleteGroupsResponse(TypedDict):
+    """DeleteGroups response, versions 0-2."""
+
+    throttle_time_ms: int
+    results: list[DeleteGroupsResponseResult]
+
+
 # ---- IncrementalAlterConfigs (key 44), versions 0-1 ----------------------------------------------
 
 
@@ -914,6 +1257,51 @@ class IncrementalAlterConfigsResponse(TypedDict):
 
     throttle_time_ms: int
     responses: list[IncrementalAlterConfigsResponseResponse]
+
+
+# ---- OffsetDelete (key 47), versions 0-0 ---------------------------------------------------------
+
+
+class OffsetDeleteRequestTopicPartition(TypedDict):
+    """An element of OffsetDeleteRequest.topics[].partitions[]."""
+
+    partition_index: int
+
+
+class OffsetDeleteRequestTopic(TypedDict):
+    """An element of OffsetDeleteRequest.topics[]."""
+
+    name: str
+    partitions: list[OffsetDeleteRequestTopicPartition]
+
+
+class OffsetDeleteRequest(TypedDict):
+    """OffsetDelete request, versions 0-0."""
+
+    group_id: str
+    topics: list[OffsetDeleteRequestTopic]
+
+
+class OffsetDeleteResponseTopicPartition(TypedDict):
+    """An element of OffsetDeleteResponse.topics[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+
+
+class OffsetDeleteResponseTopic(TypedDict):
+    """An element of OffsetDeleteResponse.topics[]."""
+
+    name: str
+    partitions: list[OffsetDeleteResponseTopicPartition]
+
+
+class OffsetDeleteResponse(TypedDict):
+    """OffsetDelete response, versions 0-0."""
+
+    error_code: int
+    throttle_time_ms: int
+    topics: list[OffsetDeleteResponseTopic]
 
 
 # ---- DescribeCluster (key 60), versions 0-0 ------------------------------------------------------
@@ -976,6 +1364,17 @@ UPDATE_METADATA: Api[UpdateMetadataRequest, UpdateMetadataResponse] = Api(
     update_metadata.API_KEY, update_metadata.NAME)
 CONTROLLED_SHUTDOWN: Api[ControlledShutdownRequest, ControlledShutdownResponse] = Api(
     controlled_shutdown.API_KEY, controlled_shutdown.NAME)
+OFFSET_COMMIT: Api[OffsetCommitRequest, OffsetCommitResponse] = Api(offset_commit.API_KEY, offset_commit.NAME)
+OFFSET_FETCH: Api[OffsetFetchRequest, OffsetFetchResponse] = Api(offset_fetch.API_KEY, offset_fetch.NAME)
+FIND_COORDINATOR: Api[FindCoordinatorRequest, FindCoordinatorResponse] = Api(
+    find_coordinator.API_KEY, find_coordinator.NAME)
+JOIN_GROUP: Api[JoinGroupRequest, JoinGroupResponse] = Api(join_group.API_KEY, join_group.NAME)
+HEARTBEAT: Api[HeartbeatRequest, HeartbeatResponse] = Api(heartbeat.API_KEY, heartbeat.NAME)
+LEAVE_GROUP: Api[LeaveGroupRequest, LeaveGroupResponse] = Api(leave_group.API_KEY, leave_group.NAME)
+SYNC_GROUP: Api[SyncGroupRequest, SyncGroupResponse] = Api(sync_group.API_KEY, sync_group.NAME)
+DESCRIBE_GROUPS: Api[DescribeGroupsRequest, DescribeGroupsResponse] = Api(
+    describe_groups.API_KEY, describe_groups.NAME)
+LIST_GROUPS: Api[ListGroupsRequest, ListGroupsResponse] = Api(list_groups.API_KEY, list_groups.NAME)
 API_VERSIONS: Api[ApiVersionsRequest, ApiVersionsResponse] = Api(api_versions.API_KEY, api_versions.NAME)
 CREATE_TOPICS: Api[CreateTopicsRequest, CreateTopicsResponse] = Api(create_topics.API_KEY, create_topics.NAME)
 DELETE_TOPICS: Api[DeleteTopicsRequest, DeleteTopicsResponse] = Api(delete_topics.API_KEY, delete_topics.NAME)
@@ -988,7 +1387,9 @@ DESCRIBE_CONFIGS: Api[DescribeConfigsRequest, DescribeConfigsResponse] = Api(
 ALTER_CONFIGS: Api[AlterConfigsRequest, AlterConfigsResponse] = Api(alter_configs.API_KEY, alter_configs.NAME)
 CREATE_PARTITIONS: Api[CreatePartitionsRequest, CreatePartitionsResponse] = Api(
     create_partitions.API_KEY, create_partitions.NAME)
+DELETE_GROUPS: Api[DeleteGroupsRequest, DeleteGroupsResponse] = Api(delete_groups.API_KEY, delete_groups.NAME)
 INCREMENTAL_ALTER_CONFIGS: Api[IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse] = Api(
     incremental_alter_configs.API_KEY, incremental_alter_configs.NAME)
+OFFSET_DELETE: Api[OffsetDeleteRequest, OffsetDeleteResponse] = Api(offset_delete.API_KEY, offset_delete.NAME)
 DESCRIBE_CLUSTER: Api[DescribeClusterRequest, DescribeClusterResponse] = Api(
     describe_cluster.API_KEY, describe_cluster.NAME)

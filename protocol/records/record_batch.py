@@ -11,8 +11,8 @@ Kafka: org.apache.kafka.common.record.DefaultRecordBatch and DefaultRecord (reco
 length varint, attributes int8, timestampDelta varlong, offsetDelta varint, key, value as
 varint-length bytes, then a varint count of headers, each a varint-length key and value).
 `parse_batch` gives records as (offset, timestamp, key, value) tuples for readers that need
-values (down-conversion, tests, the pipeline's client); the produce path uses `scan_records`,
-which checks every record's structure and gathers timestamps without building objects.
+values (down-conversion, tests, the pipeline's client); the produce path checks records with
+protocol.records.record_scan, which builds no objects.
 """
 
 from __future__ import annotations
@@ -164,8 +164,9 @@ def set_max_timestamp(buf: bytearray | memoryview, timestamp_type: int, max_time
 
 # ---- records ----------------------------------------------------------------------------------
 
-def _varint(buf: bytes | memoryview, p: int) -> tuple[int, int]:
-    """A zigzag varint/varlong at p and the position after it; IndexError past the end."""
+def varint_at(buf: bytes | memoryview, p: int) -> tuple[int, int]:
+    """A zigzag varint/varlong at p and the position after it, read as Kafka's 64-bit long
+    (wrapping); IndexError past the end, ValueError beyond 10 bytes."""
     b = buf[p]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), p + 1
@@ -177,6 +178,8 @@ def _varint(buf: bytes | memoryview, p: int) -> tuple[int, int]:
         p += 1
         value |= (b & 0x7F) << shift
         if b < 0x80:
+            if shift == 63:  # a tenth byte: bits past the 64th drop, as in Kafka's long
+                value &= 0xFFFFFFFFFFFFFFFF
             return (value >> 1) ^ -(value & 1), p
         shift += 7
         if shift > 63:
@@ -191,124 +194,6 @@ def _encode_varint(n: int) -> bytes:
         v >>= 7
     out.append(v)
     return bytes(out)
-
-
-class RecordScan:
-    """What `scan_records` found: the records' max timestamp and the rejected records.
-
-    errors holds (record index in the batch, Kafka's error code, message), as Kafka's
-    RecordError (batch_index, message) in Produce v8's record_errors.
-    """
-
-    __slots__ = ("max_timestamp", "errors")
-
-    def __init__(self) -> None:
-        self.max_timestamp = NO_TIMESTAMP
-        self.errors: list[tuple[int, int, str]] = []
-
-
-def scan_records(body: bytes | memoryview, count: int, first_timestamp: int, min_timestamp: int | None,
-                 max_timestamp: int | None, require_keys: bool = False) -> RecordScan:
-    """Check the structure of a batch's `count` records (uncompressed body) in one pass.
-
-    Structure (a record's length disagreeing with its fields, a negative header count or header
-    key length, bytes left after the last record, too few bytes) raises INVALID_RECORD, as
-    Kafka's DefaultRecord.readFrom does. A record whose offset delta is not its index, or whose
-    timestamp is outside [min_timestamp, max_timestamp] (when given: CreateTime with
-    `message.timestamp.difference.max.ms`; NO_TIMESTAMP is never out of range), is listed in
-    the result's errors. With `require_keys` (a compacted topic), a record without a key is
-    listed instead of its timestamp check (Kafka's validateKey, then validateTimestamp). Only ints are made per record: this runs over every produced record.
-    """
-    scan = RecordScan()
-    errors = scan.errors
-    check_window = min_timestamp is not None and max_timestamp is not None
-    lo = min_timestamp if min_timestamp is not None else 0
-    hi = max_timestamp if max_timestamp is not None else 0
-    top = NO_TIMESTAMP
-    varint = _varint
-    end = len(body)
-    p = 0
-    i = 0
-    if isinstance(body, memoryview):
-        body = bytes(body)  # indexing bytes is markedly faster than indexing a memoryview
-    # Every varint is read inline when it is one byte (almost all are: small lengths, deltas and
-    # counts), falling back to _varint otherwise; this loop runs once per produced record.
-    try:
-        for i in range(count):
-            b = body[p]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                length, p = varint(body, p)
-            start = p
-            if length < 0 or start + length > end:
-                raise RecordsError(ErrorCode.INVALID_RECORD, f"invalid record size {length} at record {i}")
-            b = body[p + 1]  # after the attributes byte, unused in v2
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                p += 2
-            else:
-                ts_delta, p = varint(body, p + 1)
-            b = body[p]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                offset_delta, p = varint(body, p)
-            b = body[p]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                n, p = varint(body, p)
-            keyless = n < 0
-            if n > 0:
-                p += n
-            b = body[p]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                n, p = varint(body, p)
-            if n > 0:
-                p += n
-            b = body[p]
-            if b == 0:
-                p += 1
-            else:
-                headers, p = varint(body, p)
-                if headers < 0:
-                    raise RecordsError(ErrorCode.INVALID_RECORD, f"invalid number of record headers {headers}")
-                for _ in range(headers):
-                    n, p = varint(body, p)
-                    if n < 0:
-                        raise RecordsError(ErrorCode.INVALID_RECORD, "invalid negative header key size")
-                    p += n
-                    n, p = varint(body, p)
-                    if n > 0:
-                        p += n
-            if p - start != length:
-                raise RecordsError(ErrorCode.INVALID_RECORD,
-                                   f"invalid record size: expected {length} bytes, read {p - start}")
-            if offset_delta != i:
-                errors.append((i, ErrorCode.INVALID_RECORD,
-                               f"record {i} has offset delta {offset_delta}, expected {i}"))
-            ts = first_timestamp + ts_delta
-            if ts > top:
-                top = ts
-            if keyless and require_keys:
-                errors.append((i, ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key."))
-            elif check_window and ts != NO_TIMESTAMP and not lo <= ts <= hi:
-                errors.append((i, ErrorCode.INVALID_TIMESTAMP,
-                               f"Timestamp {ts} of message with offset {i} is out of range. The timestamp "
-                               f"should be within [{lo}, {hi}]"))
-    except (IndexError, ValueError) as e:
-        raise RecordsError(ErrorCode.INVALID_RECORD, f"found invalid record structure at record {i}: {e}") from e
-    if p != end:
-        raise RecordsError(ErrorCode.INVALID_RECORD, "incorrect declared batch size, records still remaining")
-    scan.max_timestamp = top
-    return scan
 
 
 # ---- building ---------------------------------------------------------------------------------

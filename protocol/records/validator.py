@@ -28,7 +28,9 @@ In Kafka's order (Log.analyzeAndValidateRecords, then LogValidator), for magic 2
   check of that record) and, with CreateTime, the timestamp
   against `message.timestamp.difference.max.ms`; a batch that says LogAppendTime is
   rejected record by record, as Kafka's validateTimestamp does. Rejected records give
-  INVALID_TIMESTAMP if any was a timestamp, else INVALID_RECORD, with record_errors.
+  INVALID_TIMESTAMP if any was a timestamp, else INVALID_RECORD, with record_errors. This
+  walk is protocol.records.record_scan's: no object per record (a large batch's fields are
+  read as numpy columns), the one per-record pass Kafka makes too.
 - then in place, as Kafka's assignOffsetsNonCompressed / in-place compressed path do: the
   max timestamp becomes the records' largest (CreateTime) or now with the LogAppendTime
   bit (LogAppendTime), the CRC recomputed only if that changed anything.
@@ -60,7 +62,7 @@ from protocol.layouts import (
     fixed,
     size_of,
 )
-from protocol.records import compression, message_set, record_batch
+from protocol.records import compression, message_set, record_batch, record_scan
 from protocol.records.crc import crc32
 from protocol.records.errors import RecordsError
 from protocol.records.record_batch import (
@@ -129,7 +131,7 @@ class Validated:
         record_batch.stamp_leader_epoch(self.buffer, epoch)
 
 
-def _record_errors(scan: record_batch.RecordScan) -> RecordsError:
+def _record_errors(scan: record_scan.RecordScan) -> RecordsError:
     if any(code == ErrorCode.INVALID_TIMESTAMP for _, code, _ in scan.errors):
         code, message = ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp"
     else:
@@ -214,11 +216,11 @@ def _validate_batch(buf: memoryview, produce_version: int, now_ms: int, config: 
     if codec != compression.NONE:
         body = memoryview(compression.decompress(codec, body, compression.inflated_limit(config.max_message_bytes)))
     lo, hi = _window(now_ms, config)
-    scan = record_batch.scan_records(body, count, first_ts, lo, hi, config.compacted)
+    scan = record_scan.scan_records(body, count, first_ts, lo, hi, config.compacted)
     if attributes & TIMESTAMP_TYPE_BIT:
+        listed = {j for j, _, _ in scan.errors}
         scan.errors.extend((i, ErrorCode.INVALID_TIMESTAMP, "Invalid timestamp type in message. Producer should "
-                            "not set timestamp type to LogAppendTime.") for i in range(count)
-                           if all(j != i for j, _, _ in scan.errors))
+                            "not set timestamp type to LogAppendTime.") for i in range(count) if i not in listed)
         scan.errors.sort()
     if scan.errors:
         raise _record_errors(scan)

@@ -72,6 +72,7 @@ def confluent(bootstrap: str) -> None:
     for k, v in MESSAGES:
         p.produce("cap-confluent", v.encode(), key=k.encode(), partition=0)
     assert p.flush(30) == 0
+    confluent_group(bootstrap, admin)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only", "enable.auto.commit": False,
                   "enable.partition.eof": True})
     c.get_watermark_offsets(TopicPartition("cap-confluent", 0), timeout=10)
@@ -82,6 +83,30 @@ def confluent(bootstrap: str) -> None:
         if m is not None and m.error() is not None and m.error().code() == -191:  # partition EOF
             break
     c.close()
+
+
+def confluent_group(bootstrap: str, admin: Any) -> None:  # noqa: ANN401
+    """A subscribed member (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit/Fetch,
+    LeaveGroup), then the group admin calls (ListGroups, DescribeGroups, DeleteGroups)."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "cap-g-confluent", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "heartbeat.interval.ms": 500})
+    c.subscribe(["cap-confluent"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not c.assignment():
+        c.poll(0.2)
+    for _ in range(10):
+        c.poll(0.2)
+    c.commit(offsets=[TopicPartition("cap-confluent", 0, 1)], asynchronous=False)
+    c.close()
+    admin.list_consumer_groups().result(30)
+    for f in admin.describe_consumer_groups(["cap-g-confluent"]).values():
+        f.result(30)
+    for f in admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("cap-g-confluent")]).values():
+        f.result(30)
+    for f in admin.delete_consumer_groups(["cap-g-confluent"]).values():
+        f.result(30)
 
 
 def confluent_configs(admin: Any) -> None:  # noqa: ANN401
@@ -118,6 +143,18 @@ def kafka_python(bootstrap: str) -> None:
         p.send("cap-kafka-python", v.encode(), key=k.encode(), partition=0)
     p.flush(30)
     p.close()
+    g = KafkaConsumer("cap-kafka-python", bootstrap_servers=bootstrap, group_id="cap-g-kafka-python",
+                      auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=5000)
+    next(iter(g), None)
+    g.commit()
+    g.close()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.list_groups()
+    admin.describe_groups(["cap-g-kafka-python"])
+    admin.list_group_offsets({"cap-g-kafka-python": None})
+    admin.delete_group_offsets("cap-g-kafka-python", [TopicPartition("cap-kafka-python", 0)])
+    admin.delete_groups(["cap-g-kafka-python"])
+    admin.close()
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, consumer_timeout_ms=3000)
     tp = TopicPartition("cap-kafka-python", 0)
     c.assign([tp])
@@ -149,6 +186,14 @@ def aiokafka(bootstrap: str) -> None:
                 await p.send_and_wait("cap-aiokafka", v.encode(), key=k.encode(), partition=0)
         finally:
             await p.stop()
+        g = AIOKafkaConsumer("cap-aiokafka", bootstrap_servers=bootstrap, group_id="cap-g-aiokafka",
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+        await g.start()
+        try:
+            await g.getmany(timeout_ms=5000)
+            await g.commit()
+        finally:
+            await g.stop()
         c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
         await c.start()
         try:
@@ -174,6 +219,11 @@ def kafkajs(bootstrap: str) -> None:
                    input=json.dumps(MESSAGES).encode(), check=True, capture_output=True, timeout=60)
     subprocess.run(["node", str(NODE_DIR / "admin.js"), bootstrap, "cap-kafkajs-admin", "0"],
                    check=True, capture_output=True, timeout=60)
+    member = subprocess.Popen(["node", str(NODE_DIR / "group_consume.js"), bootstrap, "cap-kafkajs", "cap-g-kafkajs"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(8)  # join (the initial rebalance delay), sync, fetch, commit, heartbeat
+    member.terminate()
+    member.wait(30)
 
 
 def tools(bootstrap: str) -> None:

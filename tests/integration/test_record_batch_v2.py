@@ -236,3 +236,80 @@ async def test_topic_compression_type_recompresses(broker) -> None:  # noqa: ANN
     batches = stored_batches(partition_bytes(broker, "v2-gz", 0))
     assert {b.compression_type for b in batches} == {1}  # gzip, whatever the producer used
     assert flatten(batches) == [(i, b"k%d" % i, b"v" * i, NOW_MS + i, headers_of(i)) for i in range(100)]
+
+
+# ---- batches of many records: the record checks run as columns (protocol.records.record_scan) -----
+
+MANY = 600  # well above record_scan.COLUMNS_FROM
+
+
+def _many(keys: bool = True, timestamps: list[int] | None = None) -> bytearray:
+    """MANY records of varied sizes, keys (record 250 without one when keys is False) and headers."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 22)
+    now = int(time.time() * 1000)
+    for i in range(MANY):
+        key = None if not keys and i == 250 else b"key-%d" % i
+        b.append(i, timestamp=timestamps[i] if timestamps else now + i % 9, key=key, value=b"v" * (i % 3 * 50),
+                 headers=headers_of(i))
+    return bytearray(b.build())
+
+
+async def test_batches_of_many_records_are_checked_per_record_and_fail_alone(broker) -> None:  # noqa: ANN001
+    await assert_served(broker, 9)
+    await create_topic(broker, "v2-many", 4, configs={"cleanup.policy": "compact",
+                                                       "message.timestamp.difference.max.ms": "3600000"})
+    now = int(time.time() * 1000)
+    late = [now - 7_200_000 if i % 100 == 7 else now for i in range(MANY)]
+    # A stray byte after record 300 (the CRC over it right): the records after it do not parse.
+    garbled = record_batch.batch_around(b"".join(
+        record_batch.encode_record(i, 0, b"k", b"v" * 60) + (b"\x00" if i == 300 else b"") for i in range(MANY)),
+        MANY, now, now)
+    parts = [{"index": 0, "records": bytes(_many())}, {"index": 1, "records": bytes(_many(keys=False))},
+             {"index": 2, "records": bytes(_many(timestamps=late))}, {"index": 3, "records": garbled}]
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": "v2-many", "partition_data": parts}]}
+    async with await connect(broker) as conn:
+        resp = await conn.request(ApiKey.PRODUCE, 9, body)
+    got = {p["index"]: p for p in resp["responses"][0]["partition_responses"]}
+    assert (got[0]["error_code"], got[0]["base_offset"]) == (0, 0)
+    assert got[1]["error_code"] == ErrorCode.INVALID_RECORD
+    assert [e["batch_index"] for e in got[1]["record_errors"]] == [250]
+    assert got[2]["error_code"] == ErrorCode.INVALID_TIMESTAMP
+    assert [e["batch_index"] for e in got[2]["record_errors"]] == list(range(7, MANY, 100))
+    assert got[3]["error_code"] == ErrorCode.INVALID_RECORD and got[3]["record_errors"] == []
+    stored = flatten(stored_batches(partition_bytes(broker, "v2-many", 0)))
+    assert [(o, k, v, h) for o, k, v, _, h in stored] == [(i, b"key-%d" % i, b"v" * (i % 3 * 50), headers_of(i))
+                                                          for i in range(MANY)]
+    for i in (1, 2, 3):  # nothing of a rejected batch
+        assert partition_bytes(broker, "v2-many", i) == b""
+
+
+def test_confluent_kafka_large_batches_read_back_exactly(broker) -> None:  # noqa: ANN001
+    """librdkafka's own batching (up to 10,000 records a batch, lz4 and uncompressed), read back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    asyncio.run(create_topic(broker, "v2-librdkafka", 2))
+    n = 20_000
+    sent = [(b"k%d" % i if i % 3 else None, b"x" * (i % 200), [("h", b"%d" % i)] if i % 5 == 0 else None)
+            for i in range(n)]
+    for partition, codec in ((0, "none"), (1, "lz4")):
+        p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1", "linger.ms": 200, "batch.size": 1_000_000,
+                      "compression.codec": codec, "enable.idempotence": False})
+        for key, value, headers in sent:
+            p.produce("v2-librdkafka", value=value, key=key, headers=headers, partition=partition)
+            p.poll(0)
+        assert p.flush(60) == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "v2-librdkafka", "enable.auto.commit": False})
+    c.assign([TopicPartition("v2-librdkafka", i, 0) for i in (0, 1)])
+    got: dict[int, list] = {0: [], 1: []}
+    deadline = time.monotonic() + 60
+    while sum(map(len, got.values())) < 2 * n and time.monotonic() < deadline:
+        for m in c.consume(10_000, 1):
+            assert m.error() is None, m.error()
+            got[m.partition()].append((m.offset(), m.key(), m.value(), m.headers()))
+    c.close()
+    for partition in (0, 1):
+        assert got[partition] == [(i, k, v, h) for i, (k, v, h) in enumerate(sent)]
+    batches = stored_batches(partition_bytes(broker, "v2-librdkafka", 0))
+    assert max(len(list(b)) for b in batches) >= 1000  # large batches, so the columns ran

@@ -24,6 +24,7 @@ pytest.importorskip("pyarrow")
 
 from pipeline.partitioner import murmur2, partition_for_key  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
+from tests.support.tools import groups, table_rows  # noqa: E402
 from tests.support.topics import create_topic, topic_names  # noqa: E402
 from tests.support.traffic import produce_messages  # noqa: E402
 
@@ -322,3 +323,45 @@ def test_readme_example_counts_messages_per_key(spark, spark_broker, tmp_path: P
     examples.count_per_key(spark, spark_broker.bootstrap, topic, str(tmp_path / "checkpoint"))
     got = {r["key"]: r["count"] for r in spark.table("key_counts").collect()}
     assert got == {f"user-{i}": 100 + (5 if i == 0 else 0) for i in range(7)}
+
+
+def test_stream_commits_processed_offsets_to_a_group(spark, spark_broker, tmp_path: Path) -> None:  # noqa: ANN001
+    """With commitOffsetsToGroup, `minibroker groups --describe` shows what the query has processed."""
+    topic, group = "lagwatch", "spark-lag"
+    asyncio.run(create_topic(spark_broker, topic, 3))
+    sizes = {0: 50, 1: 30, 2: 20}
+    produce_messages(spark_broker.bootstrap, topic, [(None, f"v{i}".encode(), p) for p, n in sizes.items()
+                                                     for i in range(n)])
+    sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "checkpoint")
+
+    def run_once() -> None:
+        query = (spark.readStream.format("minibroker").option("bootstrap.servers", spark_broker.bootstrap)
+                 .option("topic", topic).option("startingOffsets", "earliest")
+                 .option("commitOffsetsToGroup", group).load()
+                 .selectExpr("partition", "offset").writeStream.format("parquet").option("path", sink)
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        assert query.awaitTermination(180) and query.exception() is None
+
+    def described() -> list[list[str]]:
+        r = groups(spark_broker.bootstrap, "--describe", "--group", group)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "has no active members" in r.stderr  # the query commits from outside the group
+        rows = table_rows(r.stdout)
+        assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                           "HOST", "CLIENT-ID"]
+        return sorted(rows[1:])
+
+    run_once()
+    assert len(spark.read.parquet(sink).collect()) == sum(sizes.values())
+    assert described() == [[group, topic, str(p), str(n), str(n), "0", "-", "-", "-"] for p, n in sizes.items()]
+
+    # Messages the query has not read yet are its lag; the next run catches up and commits.
+    produce_messages(spark_broker.bootstrap, topic, [(None, b"late", 0)] * 7 + [(None, b"late", 2)] * 3)
+    assert described() == [[group, topic, "0", "50", "57", "7", "-", "-", "-"],
+                           [group, topic, "1", "30", "30", "0", "-", "-", "-"],
+                           [group, topic, "2", "20", "23", "3", "-", "-", "-"]]
+    run_once()
+    assert described() == [[group, topic, "0", "57", "57", "0", "-", "-", "-"],
+                           [group, topic, "1", "30", "30", "0", "-", "-", "-"],
+                           [group, topic, "2", "23", "23", "0", "-", "-", "-"]]
+    assert "spark-lag" in groups(spark_broker.bootstrap, "--list").stdout.split()

@@ -29,9 +29,11 @@ class Cluster:
         self.zk = zk
 
     @classmethod
-    async def start(cls, workdir: Path, zk_connect: str, size: int = 3) -> Cluster:
-        """`size` brokers with FAST timings and metrics, started together; ready once all are registered."""
-        brokers = [BrokerProcess(workdir, i, zk_connect, FAST, metrics=True) for i in range(size)]
+    async def start(cls, workdir: Path, zk_connect: str, size: int = 3,
+                    overrides: dict[str, str] | None = None) -> Cluster:
+        """`size` brokers with FAST timings (and `overrides`) and metrics, started together; ready once
+        all are registered."""
+        brokers = [BrokerProcess(workdir, i, zk_connect, FAST | (overrides or {}), metrics=True) for i in range(size)]
         try:
             start_together(brokers)
             zk = ZkClient(zk_connect, 6000)

@@ -25,3 +25,12 @@ def configs(zk_connect: str, *args: str, timeout: float = 60, check: bool = Fals
 
 def reassign(zk_connect: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return minibroker("reassign", "--zookeeper", zk_connect, *args, timeout=timeout)
+
+
+def groups(bootstrap: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return minibroker("groups", "--bootstrap-server", bootstrap, *args, timeout=timeout)
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The whitespace-separated cells of each non-blank line of a tool's table output."""
+    return [line.split() for line in text.splitlines() if line.strip()]

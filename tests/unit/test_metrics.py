@@ -42,6 +42,10 @@ BROKER_FAMILIES = {
     ("log_start_offset", "gauge"),
     ("log_segments", "gauge"),
     ("log_segments_deleted_total", "counter"),
+    ("consumer_group_lag", "gauge"),
+    ("consumer_group_members", "gauge"),
+    ("consumer_group_state", "gauge"),
+    ("group_rebalances_total", "counter"),
 }
 
 
@@ -193,3 +197,17 @@ def test_label_names_are_fixed_by_the_first_use() -> None:
     assert samples(r.render()) == {'minibroker_requests_total{api="Produce",version="1"}': 2.0}
     with pytest.raises(ValueError):
         c.inc(api="Fetch")
+
+
+def test_a_callback_counter_keeps_its_total_name() -> None:
+    r = Registry()
+    generations = {"g1": 3}
+    r.counter_fn("group_rebalances_total", "Rebalances per group",
+                 lambda: [({"group": g}, n) for g, n in generations.items()])
+    text = r.render()
+    assert "# TYPE minibroker_group_rebalances_total counter\n" in text
+    assert "_created" not in text
+    assert samples(text) == {'minibroker_group_rebalances_total{group="g1"}': 3.0}
+    generations.clear()
+    assert samples(r.render()) == {}
+    assert "# TYPE minibroker_group_rebalances_total counter\n" in r.render()

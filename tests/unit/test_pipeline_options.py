@@ -83,3 +83,14 @@ def test_murmur2_matches_kafka_vectors() -> None:
 def test_round_robin_starts_per_task() -> None:
     rr = RoundRobin(3)
     assert [rr.choose(4) for _ in range(5)] == [3, 0, 1, 2, 3]
+
+
+def test_commit_group_option() -> None:
+    base = {"bootstrap.servers": "h:1", "topic": "t"}
+    assert ReadOptions.parse(base, streaming=True).commit_group is None
+    # Spark passes option names case-insensitively; the value is kept as written.
+    assert ReadOptions.parse(base | {"COMMITOFFSETSTOGROUP": " Lag-Watch "}, streaming=True).commit_group == "Lag-Watch"
+    with pytest.raises(MinibrokerError, match="streaming queries only"):
+        ReadOptions.parse(base | {"commitOffsetsToGroup": "g"}, streaming=False)
+    with pytest.raises(MinibrokerError, match="is empty"):
+        ReadOptions.parse(base | {"commitOffsetsToGroup": "  "}, streaming=True)

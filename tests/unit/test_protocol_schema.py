@@ -194,7 +194,7 @@ def test_our_responses_decode_with_kafka_python() -> None:
 def _kafka_python_class(key: ApiKey, request_side: bool) -> type:
     import importlib
 
-    for module in ("kafka.protocol.admin", "kafka.protocol.metadata"):
+    for module in ("kafka.protocol.admin", "kafka.protocol.metadata", "kafka.protocol.consumer"):
         name = MODULES[key].NAME + ("Request" if request_side else "Response")
         cls = getattr(importlib.import_module(module), name, None)
         if cls is not None:
@@ -204,7 +204,12 @@ def _kafka_python_class(key: ApiKey, request_side: bool) -> type:
 
 ADMIN_TABLE = (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
                ApiKey.CREATE_PARTITIONS, ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS,
-               ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_CLUSTER)
+               ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_CLUSTER,
+               # the group APIs (issue 18), client and broker side alike: `minibroker groups` encodes
+               # their requests and decodes their responses with the same declarations
+               ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+               ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_GROUPS,
+               ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.FIND_COORDINATOR)
 KP_CASES = [(k, v, req) for k in ADMIN_TABLE for v in range(MODULES[k].VERSIONS[0], MODULES[k].VERSIONS[1] + 1)
             for req in (True, False)]
 

@@ -28,7 +28,8 @@ from collections.abc import Container
 
 from protocol.layouts import RECORD_BATCH_HEADER, RECORD_BATCH_HEADER_SIZE
 from protocol.records import compression, record_batch
-from protocol.records.record_batch import CODEC_MASK, CONTROL_BIT, TIMESTAMP_TYPE_BIT, _varint
+from protocol.records.record_batch import CODEC_MASK, CONTROL_BIT, TIMESTAMP_TYPE_BIT
+from protocol.records.record_batch import varint_at as _varint
 
 MAGIC_AT = 16
 LOG_OVERHEAD = 12

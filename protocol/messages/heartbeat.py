@@ -1,0 +1,26 @@
+"""Heartbeat (key 12), versions 0-4: request and response fields, as in Kafka 2.8.
+
+Declared from Kafka 2.8.2's HeartbeatRequest.json and HeartbeatResponse.json (every field of every
+version, tagged fields included). Field names are Kafka's, in snake_case.
+"""
+
+from protocol.api_keys import ApiKey
+from protocol.declare import F
+
+API_KEY = ApiKey.HEARTBEAT
+NAME = 'Heartbeat'
+VERSIONS = (0, 4)
+FLEXIBLE_REQUEST_FROM = 4
+FLEXIBLE_RESPONSE_FROM = 4
+
+REQUEST = (
+    F('group_id', 'string', (0, 4)),
+    F('generation_id', 'int32', (0, 4)),
+    F('member_id', 'string', (0, 4)),
+    F('group_instance_id', 'string', (3, 4), nullable=(3, 4)),
+)
+
+RESPONSE = (
+    F('throttle_time_ms', 'int32', (1, 4)),
+    F('error_code', 'int16', (0, 4)),
+)
