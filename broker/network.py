@@ -1,12 +1,13 @@
-"""The listener: one task per connection reads requests, a second sends their responses in order.
+"""The listener: per connection, a task reads requests and each request runs in a task of its own.
 
 Pipelining (a departure from Kafka, which mutes a channel while one of its requests is in
 flight): a connection's next request is read while earlier ones wait in purgatory (an acks=all
 Produce waiting for its followers, a long-poll Fetch), up to
 `max.in.flight.requests.per.connection` read and not yet answered (1 is Kafka's behaviour).
 Responses are still sent strictly in request order, as every client expects (aiokafka drops a
-connection on a correlation-id mismatch): each request runs in its own task, and the sending
-task writes their responses in the order the requests came in, waiting for the oldest.
+connection on a correlation-id mismatch). A response ready at once, with nothing before it
+still waiting, is written by the reading task; otherwise a sending task writes the responses
+in the order the requests came in, waiting for the oldest, and those ready together in one write.
 
 A request is started only once the one before it has finished or says it now only waits
 (`Connection.request_processed`: Produce after its appends, Fetch before each wait). Everything a
@@ -151,9 +152,13 @@ class Connection:
         self.mute_for(seconds)
 
     def write(self, pieces: list[bytes]) -> None:
-        """The current request's response: sent once every earlier response has been."""
+        """The current request's response: sent once every earlier response has been.
+
+        When every earlier response is out already (the request is the oldest unanswered), it
+        is sent now, from the request's own task: a long poll or an acks=all produce is answered
+        the moment it completes, not a loop turn or two later when the sending task wakes."""
         req = self._current()
-        if req is None:
+        if req is None or (self._order and self._order[0] is req):
             self._send(pieces)
         else:
             req.reply = pieces
@@ -293,16 +298,17 @@ class Connection:
         await req.processed
         task = req.task
         assert task is not None
+        transport = self.writer.transport
+        if not transport.is_closing() and transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+            # Answers the client does not read hold up reading its next requests.
+            with contextlib.suppress(ConnectionError):
+                await self.writer.drain()
         if (task.done() and self._sender_idle and self._order and self._order[0] is req
                 and not task.cancelled() and task.exception() is None and not req.hold_until):
             handled = bool(task.result())
-            if handled and req.reply is not None:
+            if handled and req.reply is not None:  # None: sent already, or nothing to send
                 self._send(req.reply)
             self._answered(req, notify=False)
-            transport = self.writer.transport
-            if not transport.is_closing() and transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-                with contextlib.suppress(ConnectionError):
-                    await self.writer.drain()
             return handled
         if self._sender is None:
             self._sender_idle = False  # busy from now until it finds nothing left to send
