@@ -38,13 +38,15 @@ def progress(msg: str) -> None:
 
 
 @contextmanager
-def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]:
+def cluster(brokers: int = 1, source: Path | None = None, **overrides: str) -> Iterator[list[BrokerProcess]]:
+    """Brokers on a throwaway ZooKeeper; `source` runs them from another tree (see `source_tree`)."""
     # MINIBROKER_BENCH_KEEP=1 keeps the brokers' logs and data for a look afterwards.
     keep = bool(os.environ.get("MINIBROKER_BENCH_KEEP"))
     work = Path(tempfile.mkdtemp(prefix="minibroker-bench-"))
     zk = ZooKeeperServer(work / "zk")
     zk.start()
-    procs = [BrokerProcess(work, i, zk.connect_string, overrides, metrics=True) for i in range(brokers)]
+    procs = [BrokerProcess(work, i, zk.connect_string, overrides, metrics=True, source=source)
+             for i in range(brokers)]
     try:
         start_together(procs, 60)
         yield procs
@@ -56,6 +58,26 @@ def cluster(brokers: int = 1, **overrides: str) -> Iterator[list[BrokerProcess]]
             progress(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+
+
+@contextmanager
+def source_tree(ref: str) -> Iterator[Path]:
+    """Git `ref` of this repository unpacked into a temporary directory, to run brokers from
+    (a bench's "before"); removed afterwards."""
+    import subprocess
+
+    work = Path(tempfile.mkdtemp(prefix="minibroker-src-"))
+    try:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(work)], input=archive, check=True)
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def load_average() -> list[float]:
+    """The machine's 1, 5 and 15-minute load averages (`uptime`): benches share the machine."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def save_figure(fig, name: str, dpi: int = 100) -> Path:  # noqa: ANN001 - a matplotlib Figure

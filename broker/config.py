@@ -165,6 +165,9 @@ class BrokerConfig:
     max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
     connections_max_idle_ms: int = 600000
     queued_max_request_bytes: int = -1
+    # Project key (a departure: Kafka mutes a channel while one request is in flight): requests
+    # read from one connection and not yet answered; 1 is Kafka's own behaviour.
+    max_in_flight_requests_per_connection: int = 16
     message_max_bytes: int = 1048588
     replica_lag_time_max_ms: int = 10000
     replica_fetch_max_bytes: int = 1048576
@@ -331,6 +334,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "max.connections.per.ip.overrides": ("max_connections_per_ip_overrides", parse_connection_overrides),
     "connections.max.idle.ms": ("connections_max_idle_ms", _int),  # negative: never closed for idleness
     "queued.max.request.bytes": ("queued_max_request_bytes", _int),  # <= 0: unbounded
+    "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", _positive),
     "message.max.bytes": ("message_max_bytes", _non_negative),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _positive),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _positive),

@@ -96,7 +96,8 @@ BROKER_DYNAMIC_CATALOG: dict[str, tuple[ConfigType, str]] = {
 _STATIC_TYPES: dict[str, ConfigType] = {
     **dict.fromkeys(("broker.id", "log.segment.bytes", "zookeeper.session.timeout.ms", "num.partitions",
                      "default.replication.factor", "min.insync.replicas", "socket.request.max.bytes",
-                     "max.connections", "max.connections.per.ip", "message.max.bytes", "replica.fetch.max.bytes",
+                     "max.connections", "max.connections.per.ip", "max.in.flight.requests.per.connection",
+                     "message.max.bytes", "replica.fetch.max.bytes",
                      "replica.fetch.response.max.bytes", "replica.fetch.wait.max.ms", "replica.fetch.min.bytes",
                      "replica.fetch.backoff.ms", "num.replica.fetchers", "replication.quota.window.num",
                      "replication.quota.window.size.seconds", "quota.window.num", "quota.window.size.seconds",

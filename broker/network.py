@@ -1,18 +1,31 @@
-"""The listener: one task per connection, requests answered strictly in order.
+"""The listener: per connection, a task reads requests and each request runs in a task of its own.
 
-Kafka mutes a channel while one of its requests is in flight; reading the next frame
-only after the previous response is written gives the same ordering, which aiokafka
-relies on (it drops a connection on a correlation-id mismatch).
+Pipelining (a departure from Kafka, which mutes a channel while one of its requests is in
+flight): a connection's next request is read while earlier ones wait in purgatory (an acks=all
+Produce waiting for its followers, a long-poll Fetch), up to
+`max.in.flight.requests.per.connection` read and not yet answered (1 is Kafka's behaviour).
+Responses are still sent strictly in request order, as every client expects (aiokafka drops a
+connection on a correlation-id mismatch). A response ready at once, with nothing before it
+still waiting, is written by the reading task; otherwise a sending task writes the responses
+in the order the requests came in, waiting for the oldest, and those ready together in one write.
+
+A request is started only once the one before it has finished or says it now only waits
+(`Connection.request_processed`: Produce after its appends, Fetch before each wait). Everything a
+request does up to that point therefore happens in arrival order: a connection's appends stay in
+the order it sent them, so a partition's order and acks=all semantics are those of one request
+at a time. Requests that never say so (admin, controller, metadata) run one at a time as before.
 
 Quotas hold a connection in two ways: a response held back for its throttle time
 (KIP-13 produce), and a pause before the next request is read (acks=0 produce, KIP-599).
-Either way the transport stops reading meanwhile, so a held client costs one small
-response and a socket buffer, not a queue of its next requests.
+Either way the transport stops reading meanwhile, so a held client costs its pipeline of
+small responses and a socket buffer, not an unbounded queue of its next requests. With the
+pipeline, a throttle set when a waiting request completes holds the requests read after it
+(at most the in-flight bound) rather than the next one.
 
-A client that goes away (EOF or a reset) while one of its requests waits (a long-poll Fetch,
-an acks=all Produce, a quota delay) is let go at once: the connection's task is cancelled,
-which drops the request and whatever it holds, and the socket is closed (no CLOSE-WAIT).
-Only waits the dispatcher marks abandonable are cut short (see `Connection.abandonable`),
+A client that goes away (EOF or a reset) while its requests wait (a long-poll Fetch,
+an acks=all Produce, a quota delay) is let go at once: those requests' tasks are cancelled,
+which drops them and whatever they hold, and the socket is closed (no CLOSE-WAIT).
+Only waits the dispatcher marks abandonable are cut short (see `Connection.run_abandonable`),
 and a held response's throttle time, which a hang-up watch on the paused socket ends;
 Kafka itself notices a closed channel only once the muted request completes.
 
@@ -21,7 +34,7 @@ Bounds (`ConnectionLimits`, Kafka's keys): `max.connections` and `max.connection
 accepted (Kafka closes one over the per-IP limit likewise, but holds the acceptor for
 `max.connections`: here both are closed at once, and logged); `connections.max.idle.ms`
 closes a connection that has had no request in flight for that long; `queued.max.request.bytes`
-bounds the bytes of requests read and not yet answered, and a connection waits before reading
+bounds the bytes of requests read and not yet processed, and a connection waits before reading
 a request body while the bound is exceeded. As Kafka's non-strict memory pool, a request is let
 in whenever any of the bound is left, so one larger than the whole bound still goes through.
 """
@@ -33,8 +46,9 @@ import contextlib
 import ipaddress
 import select
 import struct
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -44,10 +58,35 @@ if TYPE_CHECKING:
 _SIZE = struct.Struct(">i")
 T = TypeVar("T")
 log = structlog.get_logger()
+# A connection's send buffer above this waits for the socket before more is sent.
+WRITE_HIGH_WATER = 4 << 20
+DEFAULT_MAX_IN_FLIGHT = 16
+
+
+class _Request:
+    """One request read from a connection and not yet answered."""
+
+    __slots__ = ("task", "processed", "reply", "hold_until", "abandonable", "release", "watch")
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self.task: asyncio.Task[bool] | None = None
+        # Done once the request finished or only waits: the next one may start.
+        self.processed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.reply: list[bytes] | None = None
+        self.hold_until = 0.0  # a KIP-13 hold: the response is sent no earlier (loop time)
+        self.abandonable = False  # in a wait that may be cut short when the client goes
+        self.release = release  # its bytes out of queued.max.request.bytes (idempotent)
+        self.watch: asyncio.TimerHandle | None = None
+
+    def mark_processed(self) -> None:
+        self.release()
+        if not self.processed.done():
+            self.processed.set_result(None)
 
 
 class Connection:
-    """What a handler may do to its own connection: pause reading (quotas, acks=0 throttling)."""
+    """What a handler may do to its own connection: answer, pause reading (quotas, acks=0 throttling),
+    say that its request now only waits."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  listener_name: str = "PLAINTEXT") -> None:
@@ -58,26 +97,43 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.mute_until = 0.0
-        self.held: list[bytes] | None = None
-        # Set by _watch_peer: the task serving this connection, whether the peer has gone
-        # (EOF or error from the transport), and whether what runs now may be cut short then.
+        self.held: list[bytes] | None = None  # a response being held for its throttle time
+        # Set by _watch_peer: the task reading this connection, and whether the peer has gone
+        # (EOF or error from the transport).
         self.task: asyncio.Task[None] | None = None
         self.peer_gone = False
-        self.abandonable = False
         self.hangups: HangupWatch | None = None
         self.ip = peer[0] if isinstance(peer, tuple) else str(peer)
-        self.in_flight = False  # a request read and not yet answered (ConnectionLimits, idle expiry)
         self.last_active = asyncio.get_running_loop().time()
-        self._on_processed: Callable[[], None] | None = None
+        # Requests read and not yet answered, oldest first; the same keyed by their tasks.
+        self._order: deque[_Request] = deque()
+        self._by_task: dict[asyncio.Task[Any], _Request] = {}
+        self._reading_done = False
+        self._changed = asyncio.Event()  # a request was added or answered, or reading ended
+        self._gone = asyncio.Event()
+        self._holds = 0  # responses with a KIP-13 hold not yet sent
+        self._held_dropped = False  # one was dropped, its client gone: read nothing more
+        self._sender: asyncio.Task[None] | None = None
+        self._sender_idle = True  # nothing for the sending task to do: a reply may go out inline
+
+    @property
+    def in_flight(self) -> bool:
+        """A request read and not yet answered (idle expiry)."""
+        return bool(self._order)
+
+    def _current(self) -> _Request | None:
+        task = asyncio.current_task()
+        return self._by_task.get(task) if task is not None else None
 
     def request_processed(self) -> None:
-        """The current request's bytes no longer count as queued: its handler has used them and
-        now only waits (an acks=all produce waiting for its followers, as Kafka's handler returns
-        its buffer to the pool before the delayed produce completes). Without this, produces
-        waiting for replication could keep the followers' fetch requests from being read."""
-        release, self._on_processed = self._on_processed, None
-        if release is not None:
-            release()
+        """The current request now only waits (an acks=all produce waiting for its followers,
+        a long-poll fetch): its bytes no longer count as queued, as Kafka's handler returns its
+        buffer to the pool before the delayed operation completes, and the connection's next
+        request may start. Without the first, produces waiting for replication could keep the
+        followers' fetch requests from being read; without the second, nothing is pipelined."""
+        req = self._current()
+        if req is not None:
+            req.mark_processed()
 
     def mute_for(self, seconds: float) -> None:
         """Read nothing more from this connection for `seconds`."""
@@ -86,34 +142,28 @@ class Connection:
 
     def hold(self, pieces: list[bytes], seconds: float) -> None:
         """Send this response only after `seconds`, reading nothing meanwhile."""
-        self.held = pieces
+        req = self._current()
+        if req is None:  # not from a request's task: nothing to order it with
+            self._send(pieces)
+            return
+        req.reply = pieces
+        req.hold_until = asyncio.get_running_loop().time() + seconds
+        self._holds += 1
         self.mute_for(seconds)
 
-    async def wait_until_unmuted(self) -> None:
-        if not self.mute_until:
-            return
-        loop = asyncio.get_running_loop()
-        delay = self.mute_until - loop.time()
-        self.mute_until = 0.0
-        transport = self.writer.transport
-        paused = False
-        if delay > 0 and not transport.is_closing():
-            if transport.is_reading():
-                transport.pause_reading()
-                paused = True
-            try:
-                if self.held is not None:
-                    await self._hold(delay)
-                else:
-                    await asyncio.sleep(delay)
-            finally:
-                if paused and not transport.is_closing():
-                    transport.resume_reading()
-        if self.held is not None:
-            held, self.held = self.held, None
-            self.write(held)
-
     def write(self, pieces: list[bytes]) -> None:
+        """The current request's response: sent once every earlier response has been.
+
+        When every earlier response is out already (the request is the oldest unanswered), it
+        is sent now, from the request's own task: a long poll or an acks=all produce is answered
+        the moment it completes, not a loop turn or two later when the sending task wakes."""
+        req = self._current()
+        if req is None or (self._order and self._order[0] is req):
+            self._send(pieces)
+        else:
+            req.reply = pieces
+
+    def _send(self, pieces: list[bytes]) -> None:
         """Send a response; dropped if the client has gone meanwhile.
 
         A response can be ready long after its request (a long poll, acks=all, a quota hold),
@@ -125,21 +175,58 @@ class Connection:
             return
         self.writer.writelines(pieces)
 
-    def peer_went(self) -> None:
-        """The peer closed or reset the connection: cut short what runs now, if it is abandonable.
+    async def wait_until_unmuted(self) -> bool:
+        """Before reading the next request: wait out a mute. False when the peer hung up while a
+        response was held (the frames it sent after are dropped with it)."""
+        if self._held_dropped or (self.peer_gone and self._holds):
+            return False
+        if not self.mute_until:
+            return True
+        loop = asyncio.get_running_loop()
+        delay = self.mute_until - loop.time()
+        self.mute_until = 0.0
+        transport = self.writer.transport
+        if delay <= 0 or transport.is_closing():
+            return True
+        paused = False
+        if transport.is_reading():
+            transport.pause_reading()
+            paused = True
+        try:
+            if self._holds:
+                # A held response's client hanging up ends the wait (the sender watches for it).
+                try:
+                    await asyncio.wait_for(self._gone.wait(), delay)
+                except TimeoutError:
+                    return True
+                return False
+            await asyncio.sleep(delay)
+            return True
+        finally:
+            if paused and not transport.is_closing():
+                transport.resume_reading()
 
-        A request that must run to its end (admin, controller: their ZooKeeper writes are not
-        cut short) keeps running, but the socket is released now, as Kafka's selector closes a
+    def peer_went(self) -> None:
+        """The peer closed or reset the connection: cut short what waits abandonably now.
+
+        Requests that must run to their end (admin, controller: their ZooKeeper writes are not
+        cut short) keep running, but the socket is released now, as Kafka's selector closes a
         disconnected channel at once and drops the response when it comes: a client cannot
         hold file descriptors by leaving requests with long timeouts behind it."""
         if self.peer_gone:
             return
         self.peer_gone = True
-        if self.task is None or self.task.done():
-            return
-        if self.abandonable:
-            self.task.cancel()
-        else:
+        self._gone.set()
+        busy = False
+        for req in self._order:
+            task = req.task
+            if task is None or task.done():
+                continue
+            if req.abandonable:
+                task.cancel()
+            else:
+                busy = True
+        if busy:
             self.unwatch_hangup()
             self.writer.transport.abort()
 
@@ -164,40 +251,192 @@ class Connection:
         if self.hangups is not None and fd >= 0:
             self.hangups.discard(fd, self)
 
-    async def _hold(self, delay: float) -> None:
-        """Wait out a held response's throttle time; a peer hanging up meanwhile ends it.
-
-        Reading is paused, so the reader learns nothing of the peer until the hold ends;
-        the hang-up watch sees it on the socket itself. Only a held response (its client
-        waits for it) is dropped so: a plain mute (acks=0, KIP-599) keeps the frames the
-        client sent before closing, to be read and applied once the mute ends.
-        """
-        sock = self.writer.get_extra_info("socket")
-        fd = sock.fileno() if sock is not None else -1
-        if self.hangups is None or fd < 0:
-            await asyncio.sleep(delay)
-            return
-        self.hangups.add(fd, self)
-        try:
-            await self.run_abandonable(asyncio.sleep(delay))
-        finally:
-            self.hangups.discard(fd)
-
     async def run_abandonable(self, aw: Awaitable[T]) -> T:
-        """Await `aw`; if the peer goes meanwhile (or has gone), this connection's task is cancelled.
+        """Await `aw`; if the peer goes meanwhile (or has gone), the current request's task is cancelled.
 
         For requests whose waits hold nothing anyone else needs (the dispatcher decides which):
         the owner is gone, so the response would be written to nobody. A peer already gone
         still has its request run up to its first wait (a Produce appends before that, so
         an acks=0 producer that sends and closes loses nothing).
         """
-        self.abandonable = True
-        if self.peer_gone and self.task is not None:
-            self.task.cancel()
+        req = self._current()
+        if req is None:
+            return await aw
+        req.abandonable = True
+        if self.peer_gone and req.task is not None:
+            req.task.cancel()
         try:
             return await aw
         finally:
-            self.abandonable = False
+            req.abandonable = False
+
+    # ---- the pipeline (the listener's reading task, and the sending task) -----------------
+
+    async def wait_for_room(self, max_in_flight: int) -> None:
+        while len(self._order) >= max_in_flight:
+            self._changed.clear()
+            await self._changed.wait()
+
+    def start(self, handling: Coroutine[Any, Any, bool], release: Callable[[], None]) -> _Request:
+        """Run one request in its own task; its response is sent after every earlier one."""
+        req = _Request(release)
+        task = asyncio.create_task(handling)
+        req.task = task
+        self._order.append(req)
+        self._by_task[task] = req
+        task.add_done_callback(lambda _: req.mark_processed())
+        req.watch = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self.watch_hangup)
+        self.last_active = asyncio.get_running_loop().time()
+        return req
+
+    async def settle(self, req: _Request) -> bool:
+        """Wait until `req` is processed (done, or only waiting); False when nothing more may be read.
+
+        The common case, a request answered at once with nothing before it still waiting, is
+        answered here, in the reading task: the sending task exists for the requests that wait,
+        and a connection that never has one waiting costs no second task or wake-up."""
+        await req.processed
+        task = req.task
+        assert task is not None
+        transport = self.writer.transport
+        if not transport.is_closing() and transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+            # Answers the client does not read hold up reading its next requests.
+            with contextlib.suppress(ConnectionError):
+                await self.writer.drain()
+        if (task.done() and self._sender_idle and self._order and self._order[0] is req
+                and not task.cancelled() and task.exception() is None and not req.hold_until):
+            handled = bool(task.result())
+            if handled and req.reply is not None:  # None: sent already, or nothing to send
+                self._send(req.reply)
+            self._answered(req, notify=False)
+            return handled
+        if self._sender is None:
+            self._sender_idle = False  # busy from now until it finds nothing left to send
+            self._sender = asyncio.create_task(self._send_in_order())
+        self._changed.set()
+        return not (task.done() and (task.cancelled() or task.exception() is not None or not task.result()))
+
+    async def _send_in_order(self) -> None:
+        """The responses, strictly in request order; a failed or refused request closes the connection.
+
+        Responses that are ready together (acks=all produces completed by one high-watermark
+        move) go out in one write: one system call for the lot."""
+        loop = asyncio.get_running_loop()
+        closed = False
+        ready: list[bytes] = []
+        while True:
+            following = self._order[0].task if self._order else None
+            if following is None or not following.done():
+                await self._flush(ready)  # nothing more is ready to go with them
+            while not self._order:
+                if self._reading_done:
+                    return
+                self._changed.clear()
+                self._sender_idle = True
+                try:
+                    await self._changed.wait()
+                finally:
+                    self._sender_idle = False
+            req = self._order[0]
+            task = req.task
+            assert task is not None
+            try:
+                if not task.done():
+                    await self._flush(ready)
+                    await asyncio.wait((task,))  # not `await task`: cancelling the sender leaves it be
+                if closed or task.cancelled():
+                    continue  # abandoned: its client is gone
+                error = task.exception()
+                if error is not None:
+                    log.error("connection.failed", peer=self.peer, exc_info=error)
+                    closed = True
+                    await self._flush(ready)
+                    self.writer.close()
+                    continue
+                if not task.result():  # a frame the dispatcher refused: close after the answers before it
+                    closed = True
+                    await self._flush(ready)
+                    self.writer.close()
+                    continue
+                if req.reply is None:  # acks=0 produce: Kafka sends nothing back
+                    continue
+                if req.hold_until:
+                    await self._flush(ready)
+                    await self._hold(req, req.hold_until - loop.time())
+                    if self.peer_gone:
+                        self._held_dropped = True
+                        continue
+                ready.extend(req.reply)
+            finally:
+                self._answered(req)
+
+    async def _flush(self, ready: list[bytes]) -> None:
+        if not ready:
+            return
+        self._send(ready[:])
+        ready.clear()
+        transport = self.writer.transport
+        if not transport.is_closing() and transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+            with contextlib.suppress(ConnectionError):
+                await self.writer.drain()
+
+    def _answered(self, req: _Request, notify: bool = True) -> None:
+        if not self._order or self._order[0] is not req:
+            return  # answered already
+        self._order.popleft()
+        if req.task is not None:
+            self._by_task.pop(req.task, None)
+        if req.hold_until:
+            self._holds -= 1
+        req.release()
+        req.reply = None
+        if req.watch is not None:
+            req.watch.cancel()
+        if not self._order:
+            self.unwatch_hangup()
+        self.last_active = asyncio.get_running_loop().time()
+        if notify:
+            self._changed.set()
+
+    async def _hold(self, req: _Request, delay: float) -> None:
+        """Wait out a held response's throttle time; a peer hanging up meanwhile ends it.
+
+        Reading is paused (the reading task waits out the same mute), so the reader learns
+        nothing of the peer until the hold ends; the hang-up watch sees it on the socket itself.
+        """
+        if delay <= 0:
+            return
+        self.held = req.reply
+        fd = self._fd()
+        watched = self.hangups is not None and fd >= 0
+        if watched and self.hangups is not None:
+            self.hangups.add(fd, self)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._gone.wait(), delay)
+        finally:
+            self.held = None
+            if watched and self.hangups is not None:
+                self.hangups.discard(fd, self)
+
+    async def finish(self, abort: bool) -> None:
+        """Reading has ended: answer what was read (or cancel it all, when the listener stops)."""
+        self._reading_done = True
+        self._changed.set()
+        tasks: list[asyncio.Task[Any]] = [r.task for r in self._order if r.task is not None]
+        for req in self._order:
+            if req.task is not None and (abort or (self.peer_gone and req.abandonable)):
+                req.task.cancel()
+        if self._sender is not None:
+            if abort:
+                self._sender.cancel()
+            tasks.append(self._sender)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for req in self._order:
+            req.release()
+            if req.watch is not None:
+                req.watch.cancel()
 
 
 # A request still running after this long has its socket watched for the peer hanging up.
@@ -257,8 +496,8 @@ class HangupWatch:
 def _watch_peer(conn: Connection, task: asyncio.Task[None], hangups: HangupWatch) -> None:
     """Learn of the peer's EOF or reset as soon as the transport does, even while a request waits.
 
-    The connection reads its next frame only after answering the current one, but the
-    transport keeps reading into the StreamReader meanwhile, and the protocol reports EOF
+    The reading task may be waiting (for room in the pipeline, for a request to be processed),
+    but the transport keeps reading into the StreamReader meanwhile, and the protocol reports EOF
     and connection loss to the reader through `feed_eof` and `set_exception`. Those two are
     wrapped here on this one reader (asyncio.start_server builds it, so it cannot be a
     subclass): each still does what it did, then tells the connection (Connection.peer_went).
@@ -285,12 +524,13 @@ class ConnectionLimits:
 
     def __init__(self, max_connections: int = (1 << 31) - 1, max_per_ip: int = (1 << 31) - 1,
                  per_ip_overrides: dict[str, int] | None = None, idle_ms: int = -1,
-                 queued_max_bytes: int = -1) -> None:
+                 queued_max_bytes: int = -1, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
         self.max_connections = max_connections
         self.max_per_ip = max_per_ip
         self.per_ip_overrides = dict(per_ip_overrides or {})
         self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
         self.queued_max_bytes = queued_max_bytes if queued_max_bytes > 0 else None
+        self.max_in_flight = max(1, max_in_flight)
         self.total = 0
         self.per_ip: dict[str, int] = {}
         self.queued_bytes = 0
@@ -334,32 +574,25 @@ class ConnectionLimits:
         else:
             self.per_ip.pop(conn.ip, None)
 
-    @contextlib.asynccontextmanager
-    async def request(self, conn: Connection, size: int) -> AsyncIterator[None]:
-        """Around reading and answering one request of `size` bytes: waits while the queued
-        bytes are at their bound, counts them until the answer, and marks the connection busy."""
+    async def reserve(self, size: int) -> Callable[[], None]:
+        """Before reading a request body of `size` bytes: waits while the queued bytes are at
+        their bound, then counts them until the returned release is called (once processed)."""
         bound = self.queued_max_bytes
-        if bound is not None:
-            while self.queued_bytes >= bound:
-                self._freed.clear()
-                await self._freed.wait()
-            self.queued_bytes += size
-            released = False
+        if bound is None:
+            return _nothing
+        while self.queued_bytes >= bound:
+            self._freed.clear()
+            await self._freed.wait()
+        self.queued_bytes += size
+        released = False
 
-            def release() -> None:
-                nonlocal released
-                if not released:
-                    released = True
-                    self.queued_bytes -= size
-                    self._freed.set()
-            conn._on_processed = release
-        conn.in_flight = True
-        try:
-            yield
-        finally:
-            conn.in_flight = False
-            conn.last_active = asyncio.get_running_loop().time()
-            conn.request_processed()
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.queued_bytes -= size
+                self._freed.set()
+        return release
 
     def start_idle_expiry(self, connections: set[Connection]) -> None:
         if self.idle_s is not None and self._reaper is None:
@@ -378,7 +611,7 @@ class ConnectionLimits:
             now = loop.time()
             for conn in list(connections):
                 # A connection muted by a quota or holding a response is not idle: it waits on us.
-                if conn.in_flight or conn.held is not None or conn.mute_until > now:
+                if conn.in_flight or conn.mute_until > now:
                     continue
                 if now - conn.last_active >= idle_s:
                     log.info("connection.idle_closed", peer=conn.peer, idle_ms=int((now - conn.last_active) * 1000))
@@ -435,28 +668,36 @@ class Listener:
             return
         _watch_peer(conn, task, self._hangups)
         self.connections.add(conn)
+        abort = False
         try:
             await self._serve(conn)
         except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the peer went away, possibly mid-request; nothing to answer
+            pass  # the peer went away, possibly mid-request; what it sent before is still answered
         except asyncio.CancelledError:
-            # Ended on purpose (the client left, or the listener stops): the task ends normally.
-            # Ending it cancelled would make asyncio's start_server callback log a
-            # CancelledError traceback for every connection still waiting at shutdown.
-            if not (_abandoned(conn) or self._stopping):
+            # The listener stops: the task ends normally, else asyncio's start_server callback
+            # logs a CancelledError traceback for every connection still waiting at shutdown.
+            abort = True
+            if not self._stopping:
                 raise
         except Exception:
             log.exception("connection.failed", peer=conn.peer)
+            abort = True
         finally:
-            self.limits.release(conn)
-            self.connections.discard(conn)
-            self._tasks.discard(task)
-            writer.close()
+            try:
+                await conn.finish(abort=abort or self._stopping)
+            finally:
+                self.limits.release(conn)
+                self.connections.discard(conn)
+                self._tasks.discard(task)
+                writer.close()
 
     async def _serve(self, conn: Connection) -> None:
         reader = conn.reader
+        max_in_flight = self.limits.max_in_flight
         while True:
-            await conn.wait_until_unmuted()
+            if not await conn.wait_until_unmuted():
+                return
+            await conn.wait_for_room(max_in_flight)
             head = await reader.readexactly(4)
             (size,) = _SIZE.unpack(head)
             if size < 0 or size > self.max_frame_bytes:
@@ -464,30 +705,23 @@ class Listener:
                 log.warning("connection.bad_frame_size", peer=conn.peer, size=size,
                             limit=self.max_frame_bytes)
                 return
-            # The frame is referenced only inside this call, so a response held for its
-            # throttle time no longer keeps the request's records alive.
-            async with self.limits.request(conn, size):
+            release = await self.limits.reserve(size)
+            try:
                 frame = await reader.readexactly(size)
-                watch = asyncio.get_running_loop().call_later(WATCH_AFTER_S, conn.watch_hangup)
-                try:
-                    handled = await self.dispatcher.handle(conn, frame)
-                finally:
-                    watch.cancel()
-                    conn.unwatch_hangup()
-                del frame
-                if not handled:
-                    return
-            transport = conn.writer.transport
-            if not transport.is_closing() and transport.get_write_buffer_size() > (4 << 20):
-                await conn.writer.drain()
+            except BaseException:
+                release()
+                raise
+            # The frame is referenced only by its request's task, so a response held for its
+            # throttle time no longer keeps the request's records alive.
+            req = conn.start(self.dispatcher.handle(conn, frame), release)
+            del frame
+            # Appends stay in arrival order: the next request starts once this one is done or waits.
+            if not await conn.settle(req):
+                return  # refused, failed or abandoned: read nothing more
 
 
-def _abandoned(conn: Connection) -> bool:
-    """The task was cancelled because its peer went (not by the listener's stop): end it quietly."""
-    if not conn.peer_gone or conn.task is None:
-        return False
-    log.debug("connection.abandoned_request", peer=conn.peer)
-    return conn.task.uncancel() == 0
+def _nothing() -> None:
+    pass
 
 
 Handler = Callable[..., Awaitable[object]]

@@ -111,7 +111,8 @@ class Broker:
             Listener(self.dispatcher, lst.host, lst.port, config.socket_request_max_bytes,
                      ConnectionLimits(config.max_connections, config.max_connections_per_ip,
                                       config.max_connections_per_ip_overrides, config.connections_max_idle_ms,
-                                      config.queued_max_request_bytes), name=lst.name)
+                                      config.queued_max_request_bytes,
+                                      config.max_in_flight_requests_per_connection), name=lst.name)
             for lst in config.listeners]
         self.listener = self.listeners[0]
         self.health = HealthFile(os.environ.get(HEALTH_FILE_ENV))

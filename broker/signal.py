@@ -1,15 +1,18 @@
-"""A broadcast for purgatories: waiters wake on the next `fire()` after they began to wait.
+"""Wake-ups for purgatories: waiters wake on the next `fire()` after they began to wait.
 
-One signal per kind of event (appends and high-watermark moves; metadata updates)
-replaces per-request timers and per-partition watch lists: a woken waiter simply
-re-checks its own condition.
+`Signal` is a broadcast (metadata updates: every waiter re-checks its own condition).
+`KeyedSignal` wakes only the waiters of the keys fired (appends and high-watermark moves, keyed
+by partition, as Kafka's purgatory watch lists): an append to one partition costs nothing to a
+long poll over a thousand others. Its bookkeeping is broker.watchers.Watchers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
+
+from broker.watchers import Watchers
 
 
 class Signal:
@@ -41,3 +44,61 @@ class Signal:
                 return False
             await self.wait(remaining)
         return True
+
+
+class KeyedSignal:
+    """Waiters on keys: `fire(key)` wakes those waiting on `key`, `fire_all()` every one."""
+
+    def __init__(self) -> None:
+        self._watchers: Watchers[Hashable, asyncio.Future[None]] = Watchers(self._now)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
+
+    def watching(self, key: Hashable) -> int:
+        return self._watchers.watching(key)
+
+    def __len__(self) -> int:
+        return len(self._watchers)
+
+    async def wait(self, keys: Iterable[Hashable], timeout: float) -> None:
+        """Until one of `keys` fires after this call, or `timeout` seconds."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._watchers.watch(fut, keys, timeout)
+        self._arm()
+        try:
+            await fut
+        finally:
+            self._watchers.cancel(fut)  # cancelled (its request abandoned): off every list
+
+    def fire(self, key: Hashable) -> None:
+        for fut in self._watchers.fire(key):
+            if not fut.done():
+                fut.set_result(None)
+
+    def fire_all(self) -> None:
+        for fut in self._watchers.fire_all():
+            if not fut.done():
+                fut.set_result(None)
+
+    def _arm(self) -> None:
+        """One loop timer, at the earliest deadline of a waiter still waiting."""
+        deadline = self._watchers.next_deadline()
+        if deadline is None:
+            return
+        if self._timer is not None:
+            if self._timer_at <= deadline:
+                return
+            self._timer.cancel()
+        self._timer_at = deadline
+        self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        for fut in self._watchers.expire():
+            if not fut.done():
+                fut.set_result(None)
+        self._arm()

@@ -35,7 +35,8 @@ batch is returned whole even if larger than both limits (v3+); after that, a v3+
 whose first message does not fit gets empty records and no error, while v0-v2 return a
 partial message as Kafka 0.10 did. Consumers (replica_id < 0) read up to the high watermark;
 followers up to the log end. replica_id -2 (debug consumer) may read from a non-leader.
-The response waits up to max_wait_ms for min_bytes, woken by appends. Record bytes travel
+The response waits up to max_wait_ms for min_bytes, woken only by appends (and high-watermark
+moves) of the partitions it asks for; while it waits, the connection's next requests are read. Record bytes travel
 as slices of the segment files. A partition whose log directory failed (before or during
 the read) gets KAFKA_STORAGE_ERROR (NOT_LEADER_FOR_PARTITION below v6, as above).
 
@@ -294,6 +295,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
     min_bytes = request["min_bytes"]
     first_pass = True
+    keys: list[tuple[str, int]] | None = None
     zstd_topics = await _zstd_topics(ctx, request)
     refused = _refused_topics(ctx, request)
     while True:
@@ -313,9 +315,14 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
         # Not enough yet: what was read is read again on waking, so the wait holds none of it
         # (a long poll on a busy partition would otherwise pin up to max_bytes for max_wait_ms).
         del responses
+        # From here the request only waits: the connection's next request may be read.
+        ctx.conn.request_processed()
+        if keys is None:
+            keys = [(t["topic"], fp["partition"]) for t in request["topics"] for fp in t["partitions"]]
+        # Woken only by the partitions it asks for (an append elsewhere costs it nothing).
         # Partitions held back by the leader throttle get their budget back continuously, so
         # look again soon rather than only when something is appended.
-        await rm.appended.wait(min(remaining, THROTTLE_RECHECK_S) if held_back else remaining)
+        await rm.appended.wait(keys, min(remaining, THROTTLE_RECHECK_S) if held_back else remaining)
 
 
 def served_versions() -> tuple[int, int]:

@@ -28,8 +28,10 @@ snapshots below it deleted; the files go `file.delete.delay.ms` later. Log start
 kept in `log-start-offset-checkpoint` (Kafka's format, one per log dir) beside the high
 watermarks' file and with it.
 
-Both purgatories (acks=all produce, long-poll fetch) wait on one signal that fires on
-every append and every high-watermark move, instead of per-request timers.
+Both purgatories (acks=all produce, long-poll fetch) wait on one keyed signal
+(broker.signal.KeyedSignal, Kafka's purgatory watch lists): every append, high-watermark move,
+ISR or role change of a partition wakes only the requests waiting on that partition, and a
+failed log directory wakes them all.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from broker.log_config import LogConfig, log_config
 from broker.metrics import Registry
 from broker.replication.isr import IsrTracker
 from broker.replication.log_dir_failure import LogDirFailureChannel, notify_controller
-from broker.signal import Signal
+from broker.signal import KeyedSignal
 from broker.zk import layout as L
 from broker.zk.client import BadVersionError, NoNodeError, ZkClient
 from protocol.errors import ErrorCode
@@ -159,7 +161,7 @@ class ReplicaManager:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             self.dir_failures.fail(self.log_dir, "create log dir", e)
-        self.appended = Signal()
+        self.appended = KeyedSignal()  # keyed by (topic, partition)
         self._checkpointed = self._read_checkpoint()
         self._start_checkpointed = self._read_checkpoint(START_CHECKPOINT)
         self._default_log_config = log_config("", {}, config)
@@ -284,7 +286,7 @@ class ReplicaManager:
                     listener(tp)
                 except Exception as e:  # one listener's failure must not keep the others from running
                     log.error("log_dir.listener_failed", error=str(e))
-        self.appended.fire()  # waiting acks=all produces and long-poll fetches answer now
+        self.appended.fire_all()  # waiting acks=all produces and long-poll fetches answer now
 
     def _descriptors_exhausted(self, operation: str, error: BaseException) -> None:
         self.descriptor_errors += 1
@@ -424,6 +426,7 @@ class ReplicaManager:
         else:
             part.tracker.set_replicas(replicas, self.clock())
         self._advance_hw(part)
+        self.appended.fire(part.key)  # a new epoch: waiting fetches check it (KIP-320 fencing)
         return part
 
     def become_follower(self, topic: str, index: int, replicas: list[int], leader: int, leader_epoch: int,
@@ -441,7 +444,7 @@ class ReplicaManager:
         part.tracker = None
         # No truncation here (KIP-101): the replica fetcher truncates before it fetches, by the
         # leader's answer to OffsetForLeaderEpoch, or to the high watermark without epochs.
-        self.appended.fire()
+        self.appended.fire(part.key)
         return part
 
     def set_log_config(self, part: Partition, config: LogConfig) -> None:
@@ -460,11 +463,13 @@ class ReplicaManager:
         for part in self.partitions.values():
             if part.topic == topic:
                 part.min_insync_replicas = min_isr
+                self.appended.fire(part.key)  # acks=all produces waiting on it check it again
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         """Stop a replica, deleting its log if asked; InvalidPartitionName for a name no log dir may hold."""
         directory = partition_dir(self.log_dir, topic, index)
         part = self.partitions.get((topic, index))
+        self.appended.fire((topic, index))  # what waits on it answers (NOT_LEADER_FOR_PARTITION)
         if not delete:
             if part is not None:
                 part.leader = -1
@@ -487,7 +492,7 @@ class ReplicaManager:
         new_hw = part.tracker.high_watermark(part.isr, part.log_end_offset)
         if new_hw > part.high_watermark:
             part.high_watermark = new_hw
-            self.appended.fire()
+            self.appended.fire(part.key)
 
     def append(self, part: Partition, data: memoryview | bytes, acks: int, config: ValidationConfig | None = None,
                produce_version: int = 2, transactional_id: str | None = None) -> LeaderAppend:
@@ -549,7 +554,7 @@ class ReplicaManager:
             return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
         part.bytes_in.record(len(validated.buffer), self.clock())
         self._advance_hw(part)
-        self.appended.fire()
+        self.appended.fire(part.key)
         return LeaderAppend(ErrorCode.NONE, first, last, validated.log_append_time, part.log.log_start_offset)
 
     async def wait_for_hw(self, part: Partition, offset: int, timeout_s: float) -> ErrorCode:
@@ -564,7 +569,7 @@ class ReplicaManager:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
-            await self.appended.wait(remaining)
+            await self.appended.wait((part.key,), remaining)
         return ErrorCode.NONE
 
     # ---- follower append (from the replica fetcher) ----------------------------------
@@ -590,6 +595,8 @@ class ReplicaManager:
         new_hw = min(leader_hw, part.log_end_offset)
         if new_hw > part.high_watermark:
             part.high_watermark = new_hw
+        if end:
+            self.appended.fire(part.key)  # a debug consumer (replica id -2) may long-poll a follower
         return end
 
     def truncate_follower(self, tp: tuple[str, int], offset: int) -> None:
@@ -850,7 +857,7 @@ class ReplicaManager:
             self._isr_changes.add(part.key)
             self._last_isr_change_ms = self.clock()
             self._advance_hw(part)
-            self.appended.fire()
+            self.appended.fire(part.key)
 
     async def _propagate_isr_changes(self, force: bool = False) -> None:
         now = self.clock()
@@ -902,4 +909,4 @@ def _write_checkpoint(path: Path, rows: list[str]) -> None:
     tmp.replace(path)
 
 
-__all__ = ["FollowerFetch", "OffsetOutOfRange", "Partition", "ReplicaManager", "Signal"]
+__all__ = ["FollowerFetch", "KeyedSignal", "OffsetOutOfRange", "Partition", "ReplicaManager"]

@@ -15,23 +15,26 @@ def test_defaults_are_kafkas() -> None:
     assert cfg.max_connections_per_ip_overrides == {}
     assert cfg.connections_max_idle_ms == 600000
     assert cfg.queued_max_request_bytes == -1
+    assert cfg.max_in_flight_requests_per_connection == 16  # the project's pipeline (Kafka: 1)
 
 
 def test_values_parse() -> None:
     cfg = build_config({"broker.id": "0", "max.connections": "100", "max.connections.per.ip": "10",
                         "max.connections.per.ip.overrides": "127.0.0.2:2, broker-a:50,[::1]:3",
-                        "connections.max.idle.ms": "-1", "queued.max.request.bytes": "1048576"})
+                        "connections.max.idle.ms": "-1", "queued.max.request.bytes": "1048576",
+                        "max.in.flight.requests.per.connection": "1"})
     assert (cfg.max_connections, cfg.max_connections_per_ip) == (100, 10)
     assert cfg.max_connections_per_ip_overrides == {"127.0.0.2": 2, "broker-a": 50, "::1": 3}
     assert cfg.connections_max_idle_ms == -1
     assert cfg.queued_max_request_bytes == 1048576
+    assert cfg.max_in_flight_requests_per_connection == 1
 
 
 @pytest.mark.parametrize("key,value", [
     ("max.connections", "-1"), ("max.connections", "many"), ("max.connections.per.ip", "-5"),
     ("max.connections.per.ip.overrides", "127.0.0.1"), ("max.connections.per.ip.overrides", "h:x"),
     ("connections.max.idle.ms", "soon"), ("queued.max.request.bytes", "1.5"), ("message.max.bytes", "-1"),
-    ("max.connections.per.ip", "0"),
+    ("max.connections.per.ip", "0"), ("max.in.flight.requests.per.connection", "0"),
 ])
 def test_bad_values_name_the_key(key: str, value: str) -> None:
     with pytest.raises(ConfigError) as e:

@@ -7,15 +7,11 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from broker.network import Connection, ConnectionLimits
-
-
-class FakeConnection(SimpleNamespace):
-    request_processed = Connection.request_processed
+from broker.network import ConnectionLimits
 
 
 def conn(ip: str) -> Any:  # noqa: ANN401
-    return FakeConnection(ip=ip, in_flight=False, last_active=0.0, _on_processed=None)
+    return SimpleNamespace(ip=ip)
 
 
 def test_per_ip_override_and_total() -> None:
@@ -38,16 +34,18 @@ async def test_queued_bytes_wait_while_over_the_bound() -> None:
     release_first = asyncio.Event()
 
     async def first() -> None:
-        async with limits.request(conn("a"), 500):  # larger than the bound: admitted, non-strict
-            order.append("first in")
-            first_in.set()
-            await release_first.wait()
+        release = await limits.reserve(500)  # larger than the bound: admitted, non-strict
+        order.append("first in")
+        first_in.set()
+        await release_first.wait()
+        release()
         order.append("first out")
 
     async def second() -> None:
         await first_in.wait()
-        async with limits.request(conn("b"), 10):
-            order.append("second in")
+        release = await limits.reserve(10)
+        order.append("second in")
+        release()
 
     tasks = [asyncio.create_task(first()), asyncio.create_task(second())]
     await first_in.wait()
@@ -59,12 +57,21 @@ async def test_queued_bytes_wait_while_over_the_bound() -> None:
     assert limits.queued_bytes == 0
 
 
-async def test_a_processed_request_no_longer_counts() -> None:
+async def test_a_release_counts_once() -> None:
     limits = ConnectionLimits(queued_max_bytes=100)
-    waiting = conn("a")
-    async with limits.request(waiting, 500):
-        waiting.request_processed()  # an acks=all produce now only waits for its followers
-        assert limits.queued_bytes == 0
-        async with limits.request(conn("b"), 10):  # a follower's fetch is read meanwhile
-            assert limits.queued_bytes == 10
+    release = await limits.reserve(500)
+    release()  # an acks=all produce now only waits for its followers
+    assert limits.queued_bytes == 0
+    other = await limits.reserve(10)  # a follower's fetch is read meanwhile
+    release()  # answered later: counted out once only
+    assert limits.queued_bytes == 10
+    other()
+    assert limits.queued_bytes == 0
+
+
+async def test_unbounded_counts_nothing() -> None:
+    limits = ConnectionLimits()
+    release = await limits.reserve(1 << 30)
+    assert limits.queued_bytes == 0
+    release()
     assert limits.queued_bytes == 0

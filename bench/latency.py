@@ -1,0 +1,276 @@
+"""End-to-end latency at a steady rate: acks=all over three replicas, and acks=1 on one broker.
+
+A confluent-kafka producer (librdkafka's defaults for pipelining: `linger.ms` 0, no cap on
+requests in flight) sends 100-byte values at a steady rate into one partition; a consumer in the
+same process (its own thread, librdkafka's default long poll) reads them. Each value carries its
+send time, so the end-to-end latency of every message is read on one clock. The achieved rate
+is what the brokers acknowledged per second: a partition that cannot keep up acknowledges less
+than is sent and its latency grows for as long as the run lasts.
+
+Reference, in the same run: a loopback TCP round trip (a Python echo thread) at the same rate,
+the floor any broker on this machine answers under.
+
+With `--before REF` every scenario also runs against brokers unpacked from git REF (for
+example `main`), interleaved with this tree, so one run shows a change's effect.
+
+    .venv/bin/python -m bench.latency [--seconds 20] [--rate 1000] [--before main]
+
+Writes bench/out/latency.json and bench/out/latency.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+
+from bench.common import cluster, load_average, machine, progress, save_figure, source_tree, write_json
+from bench.produce_consume import cpu_seconds
+from tests.support.topics import create_topic
+
+VALUE_SIZE = 100
+_STAMP = struct.Struct(">q")
+# name: (brokers and replication factor, acks)
+SCENARIOS: dict[str, tuple[int, str]] = {
+    "rf3-acks-all": (3, "all"),
+    "rf1-acks-1": (1, "1"),
+}
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def timeline_ms(sent_at: list[float], latencies: list[float]) -> list[dict[str, float | None]]:
+    """Per second of sending: p50, p99 and the worst end-to-end latency (a stall shows as one bad second)."""
+    if not sent_at:
+        return []
+    first = min(sent_at)
+    by_second: dict[int, list[float]] = {}
+    for t, lat in zip(sent_at, latencies, strict=True):
+        by_second.setdefault(int(t - first), []).append(lat)
+    return [{"second": s, **summary_ms(v), "max": round(max(v) * 1000, 2)} for s, v in sorted(by_second.items())]
+
+
+def summary_ms(values_s: list[float]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999)):
+        v = percentile(values_s, q)
+        out[name] = None if v is None else round(v * 1000, 2)
+    return out
+
+
+class LatencyConsumer(threading.Thread):
+    """Reads the partition from its end; records each value's end-to-end latency."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": "latency-assign-only",
+                           "enable.auto.commit": False})
+        self.c.assign([TopicPartition(topic, 0, OFFSET_END)])
+        self.latencies: list[float] = []
+        self.sent_at: list[float] = []  # perf_counter seconds of each value's send, for the timeline
+        self.ready = threading.Event()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            msg = self.c.poll(0.1)
+            if msg is None:
+                if self.c.assignment() and self.c.position(self.c.assignment())[0].offset >= 0:
+                    self.ready.set()
+                continue
+            if msg.error():
+                continue
+            now = time.perf_counter_ns()
+            value = msg.value()
+            if value is not None:
+                sent = _STAMP.unpack_from(value)[0]
+                self.latencies.append((now - sent) / 1e9)
+                self.sent_at.append(sent / 1e9)
+        self.c.close()
+
+
+def steady_producer(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -> dict[str, Any]:
+    """Sends `rate` msg/s for `seconds` with librdkafka's pipelining defaults; acknowledgement figures."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "enable.idempotence": False})
+    acked: list[float] = []  # perf_counter of each acknowledgement
+    ack_latency: list[float] = []
+    errors = 0
+
+    def delivered(err: Any, msg: Any) -> None:  # noqa: ANN401
+        nonlocal errors
+        if err is not None:
+            errors += 1
+            return
+        now = time.perf_counter_ns()
+        acked.append(now / 1e9)
+        ack_latency.append((now - _STAMP.unpack_from(msg.value())[0]) / 1e9)
+
+    n = int(rate * seconds)
+    pad = b"v" * (VALUE_SIZE - _STAMP.size)
+    start = time.perf_counter()
+    for i in range(n):
+        target = start + i / rate
+        while True:
+            left = target - time.perf_counter()
+            if left <= 0:
+                break
+            p.poll(min(left, 0.001))
+        p.produce(topic, _STAMP.pack(time.perf_counter_ns()) + pad, partition=0, on_delivery=delivered)
+        p.poll(0)
+    sent_s = time.perf_counter() - start
+    undelivered = p.flush(120)
+    # The acknowledged rate over the sending window: what the partition kept up with.
+    in_window = sum(1 for t in acked if t <= start + sent_s)
+    return {"sent": n, "sent_per_s": round(n / sent_s), "acked": len(acked), "errors": errors,
+            "undelivered": undelivered, "acked_per_s_while_sending": round(in_window / sent_s),
+            "ack_latency_ms": summary_ms(ack_latency)}
+
+
+def run_scenario(name: str, source: Path | None, rate: int, seconds: float) -> dict[str, Any]:
+    replicas, acks = SCENARIOS[name]
+    with cluster(replicas, source=source) as brokers:
+        leader = brokers[0]
+        asyncio.run(create_topic(leader, "latency", assignment={0: list(range(replicas))}))
+        bootstrap = ",".join(b.bootstrap for b in brokers)
+        consumer = LatencyConsumer(bootstrap, "latency")
+        consumer.start()
+        consumer.ready.wait(30)
+        pids = [b.proc.pid for b in brokers if b.proc is not None]
+        cpu0 = sum(cpu_seconds(pid) for pid in pids)
+        t0 = time.perf_counter()
+        produced = steady_producer(bootstrap, "latency", acks, rate, seconds)
+        deadline = time.time() + 60
+        while len(consumer.latencies) < produced["acked"] and time.time() < deadline:
+            time.sleep(0.1)
+        elapsed = time.perf_counter() - t0
+        cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
+        consumer.stop.set()
+        consumer.join(10)
+        return {"scenario": name, "replication_factor": replicas, "acks": acks, "tree": "this" if source is None else "before", "rate": rate,
+                "seconds": seconds, **produced, "consumed": len(consumer.latencies),
+                "end_to_end_ms": summary_ms(consumer.latencies),
+                "timeline_ms": timeline_ms(consumer.sent_at, consumer.latencies),
+                "broker_cpu_cores": round(cpu / elapsed, 3), "load_average_after": load_average()}
+
+
+def loopback_round_trips(rate: int, seconds: float) -> dict[str, float | None]:
+    """The reference: 100-byte round trips through a loopback TCP echo at the same steady rate."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def echo() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            while data := conn.recv(1 << 16):
+                conn.sendall(data)
+
+    t = threading.Thread(target=echo, daemon=True)
+    t.start()
+    rtts: list[float] = []
+    payload = b"r" * VALUE_SIZE
+    with socket.create_connection(srv.getsockname()) as c:
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = time.perf_counter()
+        for i in range(int(rate * seconds)):
+            left = start + i / rate - time.perf_counter()
+            if left > 0:
+                time.sleep(left)
+            t0 = time.perf_counter()
+            c.sendall(payload)
+            got = 0
+            while got < VALUE_SIZE:
+                got += len(c.recv(VALUE_SIZE - got))
+            rtts.append(time.perf_counter() - t0)
+    t.join(5)
+    srv.close()
+    return summary_ms(rtts)
+
+
+@contextlib.contextmanager
+def trees(before: str | None) -> Iterator[list[tuple[str, Path | None]]]:
+    if before is None:
+        yield [("this", None)]
+        return
+    with source_tree(before) as path:
+        yield [("before", path), ("this", None)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--rate", type=int, default=1000)
+    ap.add_argument("--before", help="git ref to run the same scenarios against, interleaved (e.g. main)")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    args = ap.parse_args()
+    results = []
+    load_before = load_average()
+    with trees(args.before) as sources:
+        for name in args.scenarios.split(","):
+            for label, source in sources:
+                progress(f"{name} on {label}: {args.rate} msg/s for {args.seconds:.0f} s")
+                results.append(run_scenario(name, source, args.rate, args.seconds))
+                r = results[-1]
+                progress(f"  acked {r['acked_per_s_while_sending']}/s, end to end {r['end_to_end_ms']}")
+    progress("loopback round trips")
+    reference = loopback_round_trips(args.rate, min(args.seconds, 10))
+    data = {"bench": "latency", "machine": machine(), "load_average_before": load_before,
+            "load_average_after": load_average(), "before_ref": args.before, "value_bytes": VALUE_SIZE,
+            "producer": "confluent-kafka, linger.ms 0, no in-flight cap (librdkafka defaults)",
+            "loopback_round_trip_ms": reference, "results": results}
+    write_json("latency", data)
+    plot(data)
+
+
+def plot(data: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, tl) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 2]})
+    labels, p50, p99 = [], [], []
+    for r in data["results"]:
+        labels.append(f"{r['scenario']}\n{r['tree']}\n{r['acked_per_s_while_sending']}/s acked")
+        p50.append(r["end_to_end_ms"]["p50"] or 0)
+        p99.append(r["end_to_end_ms"]["p99"] or 0)
+        seconds = [point["second"] for point in r.get("timeline_ms", [])]
+        tl.plot(seconds, [point["p99"] for point in r.get("timeline_ms", [])], marker=".",
+                label=f"{r['scenario']} {r['tree']}")
+    ref = data["loopback_round_trip_ms"]
+    labels.append("loopback\nround trip")
+    p50.append(ref["p50"] or 0)
+    p99.append(ref["p99"] or 0)
+    xs = range(len(labels))
+    ax.bar([x - 0.2 for x in xs], p50, 0.4, label="p50")
+    ax.bar([x + 0.2 for x in xs], p99, 0.4, label="p99")
+    ax.set_xticks(list(xs), labels, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("end-to-end latency, ms")
+    rate = data["results"][0]["rate"] if data["results"] else ""
+    ax.set_title(f"steady {rate} msg/s, 100-byte values (load {data['load_average_before'][0]} before)")
+    ax.legend()
+    tl.set_yscale("log")
+    tl.set_xlabel("second of the run")
+    tl.set_ylabel("p99 of the second, ms")
+    tl.set_title("end-to-end p99, per second")
+    tl.legend(fontsize=7)
+    save_figure(fig, "latency")
+
+
+if __name__ == "__main__":
+    main()
