@@ -185,6 +185,16 @@ class BrokerSession:
             raise MinibrokerError(f"broker {conn.host}:{conn.port} did not answer within "
                                   f"{self.settings.request_timeout_s:g} s (option request.timeout.ms)") from e
 
+    async def _ask(self, conn: KafkaConnection, api_key: int, version: int, body: dict[str, Any],
+                   what: str) -> dict[str, Any]:
+        """`_request` for calls that may go to any broker: a dropped connection is forgotten and
+        the call retried (`_Retry`), naming `what` was asked of whom."""
+        try:
+            return await self._request(conn, api_key, version, body)
+        except ConnectionError as e:
+            self._drop((conn.host, conn.port))
+            raise _Retry(f"{what} to {conn.host}:{conn.port} failed: {e}") from e
+
     async def _leader_conn(self, topic: str, partition: int) -> KafkaConnection:
         parts = self._leaders.get(topic) or await self._partitions(topic)
         info = parts.get(partition)
@@ -217,11 +227,7 @@ class BrokerSession:
         that creates what it was asked to read would hide a typo.
         """
         conn = await self._any_broker()
-        try:
-            md = await self._request(conn, ApiKey.METADATA, 1, {"topics": None})
-        except ConnectionError as e:
-            self._drop((conn.host, conn.port))
-            raise _Retry(f"metadata request to {conn.host}:{conn.port} failed: {e}") from e
+        md = await self._ask(conn, ApiKey.METADATA, 1, {"topics": None}, "metadata request")
         self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
         for t in md["topics"]:
             if t["name"] == topic:
@@ -238,11 +244,7 @@ class BrokerSession:
     async def _topic_partitions(self) -> dict[str, list[int]]:
         """Every topic that is not internal, with its partition numbers (Metadata v1, all topics)."""
         conn = await self._any_broker()
-        try:
-            md = await self._request(conn, ApiKey.METADATA, 1, {"topics": None})
-        except ConnectionError as e:
-            self._drop((conn.host, conn.port))
-            raise _Retry(f"metadata request to {conn.host}:{conn.port} failed: {e}") from e
+        md = await self._ask(conn, ApiKey.METADATA, 1, {"topics": None}, "metadata request")
         self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
         return {t["name"]: sorted(p["partition_index"] for p in t["partitions"]) for t in md["topics"]
                 if not t["is_internal"] and t["error_code"] in (ErrorCode.NONE, ErrorCode.REPLICA_NOT_AVAILABLE)}
@@ -413,12 +415,8 @@ class BrokerSession:
 
     async def _coordinator(self, group: str) -> KafkaConnection:
         conn = await self._any_broker()
-        try:
-            resp = await self._request(conn, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION,
-                                       {"key": group, "key_type": 0})
-        except ConnectionError as e:
-            self._drop((conn.host, conn.port))
-            raise _Retry(f"FindCoordinator to {conn.host}:{conn.port} failed: {e}") from e
+        resp = await self._ask(conn, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION,
+                               {"key": group, "key_type": 0}, "FindCoordinator")
         code = resp["error_code"]
         if code != ErrorCode.NONE:
             if _retriable(code):
@@ -435,11 +433,7 @@ class BrokerSession:
                 "topics": [{"name": topic, "partitions": [
                     {"partition_index": p, "committed_offset": o, "committed_metadata": ""}
                     for p, o in sorted(offsets.items())]}]}
-        try:
-            resp = await self._request(conn, ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_VERSION, body)
-        except ConnectionError as e:
-            self._drop((conn.host, conn.port))
-            raise _Retry(f"OffsetCommit to {conn.host}:{conn.port} failed: {e}") from e
+        resp = await self._ask(conn, ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_VERSION, body, "OffsetCommit")
         codes = {p["error_code"] for t in resp["topics"] for p in t["partitions"]} - {ErrorCode.NONE}
         if not codes:
             return
@@ -460,11 +454,7 @@ class BrokerSession:
     async def _init_producer_id(self) -> tuple[int, int]:
         conn = await self._any_broker()
         body = {"transactional_id": None, "transaction_timeout_ms": _NO_TRANSACTION_TIMEOUT_MS}
-        try:
-            resp = await self._request(conn, ApiKey.INIT_PRODUCER_ID, INIT_PRODUCER_ID_VERSION, body)
-        except ConnectionError as e:
-            self._drop((conn.host, conn.port))
-            raise _Retry(f"InitProducerId to {conn.host}:{conn.port} failed: {e}") from e
+        resp = await self._ask(conn, ApiKey.INIT_PRODUCER_ID, INIT_PRODUCER_ID_VERSION, body, "InitProducerId")
         code = resp["error_code"]
         if code != ErrorCode.NONE:
             if _retriable(code):
