@@ -12,11 +12,15 @@ raw loopback socket pump moving the same bytes, the ceiling any broker on this m
 under. The load average before and after goes into the JSON: the machine may be shared.
 
     .venv/bin/python -m bench.produce_consume [--messages 1000000] [--producers 2]
-        [--before main] [--no-tansu] [--profile DIR]
+        [--before main] [--no-tansu] [--profile DIR] [--follower-mb 256] [--only-follower]
+        [--kcat-repeats 5]
 
 `--before REF` runs the same phases on a broker from git REF first, then on this tree, back to
 back in one run (rows "minibroker before" and "minibroker"). `--profile DIR` records the broker
 with py-spy during each produce and consume phase (raw collapsed stacks, DIR/<broker>-<phase>-<n>p.txt).
+`--follower-mb N` adds a replica read phase: a follower (stopped while an N MiB backlog of
+1 KiB messages is produced to 8 partitions) catches up, and the leader's CPU per MB served is
+reported with the catch-up rate (recorded as `<broker>-follower` with --profile).
 
 Writes bench/out/produce_consume.json and bench/out/produce_consume.png.
 """
@@ -42,8 +46,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from bench.common import cluster, machine, progress, save_figure, source_tree, write_json
 from tests.support.ports import free_port
+from tests.support.replication import log_bytes
 from tests.support.topics import create_topic
-from tests.support.traffic import produce_one
+from tests.support.traffic import produce_bytes, produce_one
 
 VALUE_SIZE = 100
 
@@ -237,12 +242,12 @@ def profiled(profile: Path | None, name: str, pid: int) -> Iterator[None]:
 
 
 def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
-            profile: Path | None = None) -> list[dict]:
+            profile: Path | None = None, kcat_repeats: int = 1) -> list[dict]:
     """Produce then consume n messages on topics of 1 and 8 partitions of one broker."""
     results: list[dict] = []
     for partitions in (1, 8):
         try:
-            results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions, profile)
+            results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions, profile, kcat_repeats)
         except (RuntimeError, OSError, queue.Empty) as e:  # BrokenBarrierError is a RuntimeError
             if name.startswith("minibroker"):
                 raise
@@ -254,7 +259,7 @@ def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: b
 
 
 def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
-                   partitions: int, profile: Path | None = None) -> list[dict]:
+                   partitions: int, profile: Path | None = None, kcat_repeats: int = 1) -> list[dict]:
     results = []
     topic = f"bench-{partitions}"
     asyncio.run(create_topic(bootstrap, topic, partitions))
@@ -273,15 +278,17 @@ def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, 
     if kcat:  # the Debian kcat's librdkafka cannot read Tansu's ApiVersions v3 answer
         progress(f"{name}: consuming {n:,} from {partitions} partition(s) with kcat")
         with profiled(profile, f"{label}-kcat-{partitions}p", pid):
+            # Read `kcat_repeats` times: a broker serves a read in tens of ms of CPU, a few
+            # clock ticks of /proc's accounting; the sum is what is divided.
             c2 = cpu_seconds(pid)
-            tk = consume_kcat(bootstrap, topic, n)
+            tk = sum(consume_kcat(bootstrap, topic, n) for _ in range(kcat_repeats))
             kcat_cpu = cpu_seconds(pid) - c2
-        runs.append(("consume (kcat)", tk, kcat_cpu))
+        runs.append(("consume (kcat)", tk / kcat_repeats, kcat_cpu / kcat_repeats))
     for kind, secs, cpu in runs:
         results.append({"broker": name, "partitions": partitions, "kind": kind, "messages": n,
                         "seconds": round(secs, 3), "msgs_per_s": round(n / secs),
                         "mb_per_s": round(n * VALUE_SIZE / secs / 1e6, 1),
-                        "broker_cpu_us_per_msg": round(cpu / n * 1e6, 2)})
+                        "broker_cpu_us_per_msg": round(cpu / n * 1e6, 3)})
     return results
 
 
@@ -292,16 +299,23 @@ def main() -> None:
     ap.add_argument("--before", help="git ref whose broker runs the same phases first, in the same run (e.g. main)")
     ap.add_argument("--no-tansu", action="store_true", help="leave out the Tansu reference")
     ap.add_argument("--profile", type=Path, help="directory for py-spy recordings of the broker, per phase")
+    ap.add_argument("--follower-mb", type=int, default=0, help="add a follower catching up this backlog (MiB)")
+    ap.add_argument("--only-follower", action="store_true", help="only the follower phase")
+    ap.add_argument("--kcat-repeats", type=int, default=1, help="read each topic this many times with kcat")
     args = ap.parse_args()
     n = args.messages
     load_before = os.getloadavg()
     results = []
+    followers = []
     with trees(args.before) as sources:
         for name, source in sources:
-            with cluster(1, source=source) as [broker]:
-                assert broker.proc is not None
-                results += measure(name, broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True,
-                                   profile=args.profile)
+            if not args.only_follower:
+                with cluster(1, source=source) as [broker]:
+                    assert broker.proc is not None
+                    results += measure(name, broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True,
+                                       profile=args.profile, kcat_repeats=args.kcat_repeats)
+            if args.follower_mb:
+                followers.append(follower_catch_up(name, source, args.follower_mb, args.profile))
     if not args.no_tansu:
         with tansu() as peer:
             if peer is None:
@@ -312,7 +326,7 @@ def main() -> None:
     progress(f"raw loopback pump of {total / 1e6:.0f} MB")
     pump = socket_pump(total)
     pump_mb_s = total / pump / 1e6
-    for r in results:
+    for r in results + followers:
         r["fraction_of_pump"] = round(r["mb_per_s"] / pump_mb_s, 3)
     failed = [r for r in results if "error" in r]
     results = [r for r in results if "error" not in r]
@@ -334,9 +348,36 @@ def main() -> None:
             "producers": args.producers, "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "raw_socket_pump_mb_per_s": round(pump_mb_s, 1), "minibroker_over_tansu": versus,
-            "before": args.before, "minibroker_over_before": before_ratio, "results": results, "failed": failed}
+            "before": args.before, "minibroker_over_before": before_ratio, "results": results,
+            "follower_catch_up": followers, "failed": failed}
     write_json("produce_consume", data)
-    plot(data)
+    if results:
+        plot(data)
+
+
+def follower_catch_up(name: str, source: Path | None, backlog_mb: int, profile: Path | None) -> dict:
+    """A follower catching up a backlog from its leader (replica reads, Fetch v3): the leader's
+    CPU per MB served and the catch-up rate (bench.replication's scenario, smaller)."""
+    total = backlog_mb * 1024 * 1024
+    with cluster(2, source=source, **{"replica.fetch.max.bytes": str(4 << 20),
+                                      "replica.fetch.response.max.bytes": str(32 << 20)}) as (b0, b1):
+        assert b0.proc is not None
+        asyncio.run(create_topic(b0, "backlog", assignment={p: [0, 1] for p in range(8)}))
+        time.sleep(1)
+        b1.stop()
+        progress(f"{name}: producing a {backlog_mb} MiB backlog for the follower")
+        produce_bytes(b0.bootstrap, "backlog", 8, total, 1024, flush_timeout=300,
+                      **{"linger.ms": 50, "batch.size": 1_000_000, "queue.buffering.max.kbytes": 1_000_000})
+        target = log_bytes(b0, "backlog")
+        progress(f"{name}: the follower catches up {target / 1e6:,.0f} MB")
+        with profiled(profile, f"{name.replace(' ', '-')}-follower", b0.proc.pid):
+            c0, t0 = cpu_seconds(b0.proc.pid), time.perf_counter()
+            b1.start(wait=False)
+            while log_bytes(b1, "backlog") < target:
+                time.sleep(0.05)
+            secs, cpu = time.perf_counter() - t0, cpu_seconds(b0.proc.pid) - c0
+    return {"broker": name, "kind": "follower catch-up", "bytes": target, "seconds": round(secs, 2),
+            "mb_per_s": round(target / secs / 1e6, 1), "leader_cpu_ms_per_mb": round(cpu / (target / 1e6) * 1e3, 3)}
 
 
 @contextlib.contextmanager
