@@ -24,7 +24,7 @@ from broker.zk.server import ZooKeeperServer
 from broker.zk.znode_acls import ALL, READ, ZnodeAcl
 from tests.support.brokers import BrokerProcess, start_together
 from tests.support.metrics import metric
-from tests.support.tools import configs, topics
+from tests.support.tools import configs, minibroker, topics
 from tests.support.topics import create_topic
 from tests.support.traffic import produce_messages, read_partition
 from tests.support.waiting import wait_for
@@ -198,3 +198,41 @@ async def test_authentication_outlives_a_zookeeper_restart(zk_server: ZooKeeperS
         zk_server.start()
         assert await asyncio.wait_for(pending, 30) == "/admin/c"
         assert sorted(await zk.get_children("/admin")) == ["a", "b", "c"]
+
+
+async def test_security_migration_secures_and_unsecures_existing_znodes(tmp_path: Path,
+                                                                       zk_server: ZooKeeperServer) -> None:
+    connect = zk_server.connect_string + CHROOT
+    env = _kafka_opts(tmp_path)
+    # A tree written before zookeeper.set.acl: every znode open.
+    async with zk_connect(connect) as before:
+        await before.create(L.topic_path("old"), b'{"version":1,"partitions":{"0":[1]}}', make_parents=True)
+        await before.create("/config/users/alice", b'{"version":1,"config":{}}', make_parents=True)
+        await before.create(f"{L.CONFIG_CHANGES}/config_change_", b"{}", sequential=True, make_parents=True)
+
+    # No credentials: refused, as Kafka's tool refuses without a JAAS file.
+    refused = minibroker("zookeeper-security-migration", "--zookeeper.acl", "secure", "--zookeeper.connect", connect,
+                         env={"KAFKA_OPTS": ""})
+    assert refused.returncode != 0 and "JAAS" in refused.stderr
+    secured = minibroker("zookeeper-security-migration", "--zookeeper.acl", "secure", "--zookeeper.connect", connect,
+                         env=env)
+    assert secured.returncode == 0, secured.stderr
+    assert "/controller" in secured.stdout  # missing roots are reported (the controller is not created)
+    async with zk_connect(connect) as anonymous:
+        assert (await anonymous.get(L.topic_path("old")))[0]
+        assert _secured(await anonymous.get_acl(L.topic_path("old")), world_readable=True)
+        assert _secured(await anonymous.get_acl("/"), world_readable=True)  # the chroot's root
+        await _refused("a topic change", anonymous.set(L.topic_path("old"), b"{}"))
+        await _refused("a notification", anonymous.create(f"{L.CONFIG_CHANGES}/config_change_", b"{}",
+                                                          sequential=True))
+        await _refused("reading credentials", anonymous.get("/config/users/alice"))
+        await _refused("a new root in the chroot", anonymous.create("/elsewhere", b""))
+        assert not await anonymous.exists(L.CONTROLLER)
+        assert await anonymous.exists("/admin")  # missing roots are made, secured
+
+    unsecured = minibroker("zookeeper-security-migration", "--zookeeper.acl", "unsecure", "--zookeeper.connect",
+                           connect, env=env)
+    assert unsecured.returncode == 0, unsecured.stderr
+    async with zk_connect(connect) as anonymous:
+        assert await anonymous.get_acl("/config/users/alice") == (ZnodeAcl(ALL, "world", "anyone"),)
+        await anonymous.set(L.topic_path("old"), b"{}")
