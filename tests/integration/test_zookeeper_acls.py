@@ -7,6 +7,7 @@ broker config (under the sensitive /config/brokers) that both brokers apply, and
 deleted. A ZooKeeper client without credentials, or with wrong ones, can read /brokers but
 writes nothing (NoAuth), cannot read /config/brokers or /config/users, and `minibroker configs`
 without the credentials is refused. A client's authentication outlives a ZooKeeper restart.
+`minibroker zookeeper-security-migration` secures a tree written open, and opens it again.
 """
 
 from __future__ import annotations
