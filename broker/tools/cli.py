@@ -25,7 +25,12 @@ def _serve(args: argparse.Namespace) -> int:
     from broker.server import Broker, StartupError
 
     async def run() -> int:
-        broker = Broker(config)
+        try:
+            broker = Broker(config)  # reads the TLS listeners' PEM files
+        except ConfigError as e:
+            print(f"minibroker: {e}", file=sys.stderr)
+            log.error("broker.config_refused", key=e.key, reason=e.why)
+            return 2
         try:
             await broker.run_until_signal()
         except StartupError as e:
@@ -80,6 +85,12 @@ def _acls(args: argparse.Namespace) -> int:
     return asyncio.run(acls_tool.run(args))
 
 
+def _zk_security_migration(args: argparse.Namespace) -> int:
+    from broker.tools import zk_security_migration
+    configure(None, level="warning")
+    return asyncio.run(zk_security_migration.run(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minibroker", description="A Kafka-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.tools import acls_tool
     acls_tool.add_parser(sub)
     sub.choices["acls"].set_defaults(func=_acls)
+    from broker.tools import zk_security_migration
+    zk_security_migration.add_parser(sub)
+    sub.choices["zookeeper-security-migration"].set_defaults(func=_zk_security_migration)
     return parser
 
 

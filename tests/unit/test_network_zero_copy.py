@@ -23,7 +23,8 @@ import pytest
 from broker import network
 from broker.log import FileSlice
 from broker.log.open_files import OpenFiles
-from broker.network import READ_AHEAD, Connection, ConnectionLimits, Listener, RequestReader
+from broker.network import READ_AHEAD, Connection, ConnectionLimits, Listener
+from broker.security.ssl_listener import ListenerTls
 
 MAX_FRAME = 1 << 20
 FILE_BYTES = 24 << 20
@@ -243,11 +244,11 @@ async def test_over_tls_the_reader_works_and_file_ranges_are_read_not_sendfiled(
     server_ctx.load_cert_chain(cert, key)
     client_ctx = ssl.create_default_context(cafile=str(cert))
     script = Script(data_file)
-    listener = Listener(script, "127.0.0.1", 0, MAX_FRAME)  # type: ignore[arg-type]
-    # What Listener.start does, with ssl= (the TLS listener's own start is another change's).
-    server = await asyncio.get_running_loop().create_server(
-        lambda: RequestReader(listener._accepted), "127.0.0.1", 0, ssl=server_ctx)
-    port = server.sockets[0].getsockname()[1]
+    # An SSL listener as the broker builds one: the loop's TLS protocol in front of the reader.
+    listener = Listener(script, "127.0.0.1", 0, MAX_FRAME, name="SSL", security_protocol="SSL",  # type: ignore[arg-type]
+                        tls=ListenerTls(server_ctx, ()))
+    await listener.start()
+    port = listener.port
     try:
         before = list(network.SENDFILE_BYTES)
         reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_ctx,
@@ -258,8 +259,7 @@ async def test_over_tls_the_reader_works_and_file_ranges_are_read_not_sendfiled(
         assert await read_answer(reader) == big
         assert await read_answer(reader) == b"echo:small"
         assert network.SENDFILE_BYTES == before
-        assert [c.sends_files for c in listener.connections] == [False]
+        assert [(c.sends_files, c.security_protocol) for c in listener.connections] == [(False, "SSL")]
         writer.close()
     finally:
-        server.close()
         await listener.stop()
