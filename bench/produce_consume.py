@@ -36,6 +36,7 @@ import queue
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -226,7 +227,8 @@ def profiled(profile: Path | None, name: str, pid: int) -> Iterator[None]:
         yield
         return
     profile.mkdir(parents=True, exist_ok=True)
-    spy = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
+    beside = Path(sys.executable).parent / "py-spy"  # the venv's, when not on PATH
+    spy = subprocess.Popen([str(beside) if beside.exists() else "py-spy", "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
                             "--output", str(profile / f"{name}.txt"), "--nonblocking"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
