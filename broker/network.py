@@ -121,6 +121,7 @@ class RequestReader(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.over_ssl = False
         self.on_gone: Callable[[], None] | None = None
+        self.on_writable: Callable[[], None] | None = None  # the transport has everything out
         self._ahead = bytearray(READ_AHEAD)
         self._start = self._end = 0  # read ahead and not yet taken: _ahead[_start:_end]
         self._body: bytearray | None = None  # a frame being received directly
@@ -179,12 +180,16 @@ class RequestReader(asyncio.BufferedProtocol):
         self.writable.set()
         self._wake()
         self._gone()
+        if self.on_writable is not None:
+            self.on_writable()  # drops what was waiting to be sent
 
     def pause_writing(self) -> None:
         self.writable.clear()
 
     def resume_writing(self) -> None:
         self.writable.set()
+        if self.on_writable is not None:
+            self.on_writable()
 
     @property
     def at_eof(self) -> bool:
@@ -326,6 +331,15 @@ class Connection:
         sock = writer.get_extra_info("socket")
         plain = writer.get_extra_info("sslcontext") is None and writer.get_extra_info("ssl_object") is None
         self._sendfile_fd = sock.fileno() if plain and sock is not None else -1
+        # What is sent after a file range the socket has not taken yet, in order (_pump).
+        self._backlog: deque[Piece] = deque()
+        self._backlog_bytes = 0
+        self._file_at = 0  # bytes of the range first in the backlog already sent
+        self._pumping = False
+        if self._sendfile_fd >= 0:
+            # resume_writing as soon as the transport has everything out: the moment to sendfile more.
+            writer.transport.set_write_buffer_limits(high=0, low=0)
+            reader.on_writable = self._pump
 
     @property
     def sends_files(self) -> bool:
@@ -334,8 +348,8 @@ class Connection:
 
     @property
     def in_flight(self) -> bool:
-        """A request read and not yet answered (idle expiry)."""
-        return bool(self._order)
+        """A request read and not yet answered, or an answer not yet all sent (idle expiry)."""
+        return bool(self._order) or bool(self._backlog)
 
     def _current(self) -> _Request | None:
         task = asyncio.current_task()
@@ -393,66 +407,138 @@ class Connection:
         if self.writer.transport.is_closing():
             log.debug("connection.response_dropped", peer=self.peer, reason="connection closed")
             return
-        if all(type(p) is not FileSlice for p in pieces):
+        if self._backlog:
+            self._queue(pieces)  # behind a file range still being sent
+            self._pump()
+        elif all(type(p) is not FileSlice for p in pieces):
             self.writer.writelines(pieces)  # type: ignore[arg-type]
         elif self._sendfile_fd < 0:
             self.writer.writelines(_in_memory(pieces))
         else:
-            self._send_files(pieces)
+            self._queue(pieces)
+            self._pump()
 
-    def _send_files(self, pieces: Sequence[Piece]) -> None:
-        """A response with file ranges, on a plain TCP socket: each range whose turn comes while
-        the transport holds nothing unsent (everything before it is in the kernel) goes by
-        sendfile from the segment to the socket, without passing through Python; what the
-        socket will not take now (EAGAIN, a partial send) is read with pread and goes through the
-        transport, as does every range after it. So the byte order on the socket is the
-        response's, and nothing here waits: the whole response is handed over in this step."""
-        transport = self.writer.transport
-        batch: list[Bytes] = []
-        for piece in pieces:
-            if type(piece) is not FileSlice:
-                batch.append(piece)  # type: ignore[arg-type]
-                continue
-            if batch:
-                transport.writelines(batch)
-                batch = []
-            self._send_file(transport, piece)
-            if transport.is_closing():
-                return
-        if batch:
-            transport.writelines(batch)
+    # ---- file ranges by sendfile (plain TCP) ------------------------------------------------
+    #
+    # A response with file ranges goes into the backlog and `_pump` sends it in order: bytes
+    # through the transport, each range with sendfile on the socket's descriptor once the
+    # transport holds nothing unsent (everything before it is in the kernel). When the socket is
+    # full (EAGAIN, a partial send), a small part of the range (SENDFILE_KICK) is read and written
+    # through the transport: it waits there for the socket, and the transport's resume_writing
+    # once it is out (write buffer limits 0) runs `_pump` again to sendfile the rest. uvloop's
+    # transports offer no sendfile and refuse add_writer on their descriptor; this needs
+    # neither. Responses written meanwhile queue behind, so the byte order is the requests'.
 
-    def _send_file(self, transport: asyncio.Transport, piece: FileSlice) -> None:
-        sent = 0
-        length = piece.length
-        if transport.get_write_buffer_size() == 0:
-            try:
-                while sent < length:
-                    count = os.sendfile(self._sendfile_fd, piece.fd, piece.position + sent, length - sent)
-                    if count == 0:
-                        break  # the file ends before the range: pread below tells
-                    sent += count
-            except BlockingIOError:
-                pass  # the socket's buffer is full
-            except OSError as e:
-                # The socket's error (the transport learns of it by writing) or the file's (pread says).
-                log.debug("connection.sendfile_failed", peer=self.peer, error=str(e))
-            SENDFILE_BYTES[0] += sent
-        if sent == length:
+    def _queue(self, pieces: Sequence[Piece]) -> None:
+        self._backlog.extend(pieces)
+        self._backlog_bytes += sum(len(p) for p in pieces)
+
+    def _unsent(self) -> int:
+        """Bytes handed to this connection and not yet to the kernel."""
+        return self.writer.transport.get_write_buffer_size() + self._backlog_bytes
+
+    def _pump(self) -> None:
+        if self._pumping:
             return
+        self._pumping = True
         try:
-            rest = os.pread(piece.fd, length - sent, piece.position + sent)
+            self._pump_backlog()
+        finally:
+            self._pumping = False
+
+    def _pump_backlog(self) -> None:
+        transport = self.writer.transport
+        backlog = self._backlog
+        while backlog:
+            if transport.is_closing():
+                self._drop_backlog()
+                return
+            if type(backlog[0]) is not FileSlice:
+                batch: list[Bytes] = []
+                while backlog and type(backlog[0]) is not FileSlice:
+                    piece = backlog.popleft()
+                    self._backlog_bytes -= len(piece)
+                    batch.append(piece)  # type: ignore[arg-type]
+                transport.writelines(batch)
+                continue
+            if transport.get_write_buffer_size():
+                return  # resume_writing calls again once the transport has it all out
+            piece = backlog[0]
+            assert type(piece) is FileSlice
+            if not self._send_file(transport, piece):
+                return  # failed, the connection closed
+            if self._file_at == piece.length:
+                backlog.popleft()
+                self._backlog_bytes -= piece.length
+                self._file_at = 0
+
+    def _send_file(self, transport: asyncio.Transport, piece: FileSlice) -> bool:
+        """Send what is left of `piece` by sendfile; when the socket is full, the next part
+        through the transport. False when the range cannot be read whole (the connection is closed)."""
+        at, length = self._file_at, piece.length
+        sent = 0
+        try:
+            while at + sent < length:
+                count = os.sendfile(self._sendfile_fd, piece.fd, piece.position + at + sent, length - at - sent)
+                if count == 0:
+                    break  # the file ends before the range: pread below tells
+                sent += count
+        except BlockingIOError:
+            pass  # the socket's buffer is full
         except OSError as e:
-            rest = b""
-            log.error("connection.response_read_failed", peer=self.peer, error=str(e))
-        if len(rest) < length - sent:
-            # Its size is on the wire already: the response cannot be finished (Kafka's
-            # FileRecords.writeTo fails likewise); only this connection pays.
-            log.error("connection.response_cut", peer=self.peer, missing=length - sent - len(rest))
-            transport.abort()
+            # The socket's error (the transport learns of it by writing) or the file's (pread says).
+            log.debug("connection.sendfile_failed", peer=self.peer, error=str(e))
+        SENDFILE_BYTES[0] += sent
+        at += sent
+        if at < length:
+            want = min(SENDFILE_KICK, length - at)
+            try:
+                part = os.pread(piece.fd, want, piece.position + at)
+            except OSError as e:
+                part = b""
+                log.error("connection.response_read_failed", peer=self.peer, error=str(e))
+            if len(part) < want:
+                # Its size is on the wire already: the response cannot be finished (Kafka's
+                # FileRecords.writeTo fails likewise on a file cut back); only this connection pays.
+                log.error("connection.response_cut", peer=self.peer, missing=length - at - len(part))
+                self._drop_backlog()
+                transport.abort()
+                return False
+            SENDFILE_BYTES[1] += len(part)
+            transport.write(part)
+            at += len(part)
+        self._file_at = at
+        return True
+
+    def _drop_backlog(self) -> None:
+        self._backlog.clear()
+        self._backlog_bytes = 0
+        self._file_at = 0
+
+    def _backlog_to_transport(self) -> None:
+        """Hand what is left to the transport (read into memory): before it is closed, which
+        sends what it holds first, as it did before sendfile."""
+        if not self._backlog:
             return
-        SENDFILE_BYTES[1] += len(rest)
-        transport.write(rest)
+        transport = self.writer.transport
+        if not transport.is_closing():
+            first = self._backlog[0]
+            if type(first) is FileSlice and self._file_at:
+                self._backlog[0] = FileSlice(first.file, first.position + self._file_at, first.length - self._file_at)
+            try:
+                transport.writelines(_in_memory(self._backlog))
+            except OSError as e:
+                log.error("connection.response_read_failed", peer=self.peer, error=str(e))
+                transport.abort()
+        self._drop_backlog()
+
+    async def _wait_sent(self) -> None:
+        """Until at most WRITE_HIGH_WATER bytes are unsent (a client that does not read its
+        answers holds up reading its next requests)."""
+        transport = self.writer.transport
+        with contextlib.suppress(ConnectionError):
+            while not transport.is_closing() and self._unsent() > WRITE_HIGH_WATER:
+                await self.writer.drain()
 
     async def wait_until_unmuted(self) -> bool:
         """Before reading the next request: wait out a mute. False when the peer hung up while a
@@ -573,11 +659,8 @@ class Connection:
         await req.processed
         task = req.task
         assert task is not None
-        transport = self.writer.transport
-        if not transport.is_closing() and transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-            # Answers the client does not read hold up reading its next requests.
-            with contextlib.suppress(ConnectionError):
-                await self.writer.drain()
+        if self._unsent() > WRITE_HIGH_WATER:
+            await self._wait_sent()  # answers the client does not read hold up its next requests
         if (task.done() and self._sender_idle and self._order and self._order[0] is req
                 and not task.cancelled() and task.exception() is None and not req.hold_until):
             handled = bool(task.result())
@@ -650,10 +733,8 @@ class Connection:
             return
         self._send(ready[:])
         ready.clear()
-        transport = self.writer.transport
-        if not transport.is_closing() and transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-            with contextlib.suppress(ConnectionError):
-                await self.writer.drain()
+        if self._unsent() > WRITE_HIGH_WATER:
+            await self._wait_sent()
 
     def _answered(self, req: _Request, notify: bool = True) -> None:
         if not self._order or self._order[0] is not req:
@@ -708,6 +789,7 @@ class Connection:
             tasks.append(self._sender)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._backlog_to_transport()
         for req in self._order:
             req.release()
             if req.watch is not None:
@@ -719,9 +801,12 @@ def _in_memory(pieces: Sequence[Piece]) -> list[Bytes]:
     return [p.read_bytes() if type(p) is FileSlice else p for p in pieces]  # type: ignore[misc]
 
 
-# Bytes of file ranges sent by sendfile, and read with pread after a partial one (for tests and
-# profiling; not a metric).
+# Bytes of file ranges sent by sendfile, and read with pread to wait for the socket through the
+# transport (for tests and profiling; not a metric).
 SENDFILE_BYTES = [0, 0]
+# The part of a range written through the transport when the socket is full: small, as it is
+# copied, and enough to wait in the transport until the socket takes more.
+SENDFILE_KICK = 16 << 10
 
 # A request still running after this long has its socket watched for the peer hanging up.
 WATCH_AFTER_S = 0.2
@@ -912,7 +997,8 @@ class Listener:
     async def start(self) -> None:
         await self.limits.resolve_overrides()
         def frames() -> asyncio.Protocol:
-            return RequestReader(self._accepted)
+            # A BufferedProtocol: what protocol_factory's TLS protocol drives as its app protocol.
+            return cast(asyncio.Protocol, RequestReader(self._accepted))
 
         # TLS listeners: the same reader behind the TLS handshake (broker/security/ssl_listener.py);
         # uvloop's and asyncio's TLS protocols drive a BufferedProtocol.

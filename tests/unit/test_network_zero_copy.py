@@ -82,6 +82,41 @@ async def read_answer(reader: asyncio.StreamReader) -> bytes:
     return await asyncio.wait_for(reader.readexactly(size), 20)
 
 
+class SlowClient:
+    """A blocking socket with a small receive buffer that reads only when told: the broker's
+    socket fills, and what is left of a range waits for it."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        self.sock.connect(("127.0.0.1", port))
+
+    async def send(self, data: bytes) -> None:
+        await asyncio.to_thread(self.sock.sendall, data)
+
+    def _exactly(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise asyncio.IncompleteReadError(bytes(buf), n)
+            buf += chunk
+        return bytes(buf)
+
+    async def answer(self) -> bytes:
+        (size,) = struct.unpack(">i", await asyncio.to_thread(self._exactly, 4))
+        return await asyncio.to_thread(self._exactly, size)
+
+    async def rest(self) -> bytes:
+        chunks = []
+        while chunk := await asyncio.to_thread(self.sock.recv, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def expected(path: Path, pos: int, length: int) -> bytes:
     with open(path, "rb") as f:
         f.seek(pos)
@@ -169,6 +204,86 @@ async def test_a_range_past_the_end_of_its_file_closes_only_that_connection(serv
     assert await read_answer(other_reader) == expected(data_file, 9, 50_000)
     other_writer.close()
     writer.close()
+
+
+async def test_answers_behind_a_range_the_socket_has_not_taken_wait_their_turn(
+        served: tuple[Listener, Script], data_file: Path) -> None:
+    # The client reads nothing for a while: the first range waits for the socket (sendfile
+    # resumes as it drains), and every answer after it, bytes or ranges, queues behind it.
+    listener, _ = served
+    asks = []
+    for i in range(12):
+        asks.append(b"echo:%d" % i if i % 2 else b"file:%d:%d" % (i * 1_000_003, (4 << 20) + i))
+    client = SlowClient(listener.port)
+    before = network.SENDFILE_BYTES[0]
+    await client.send(b"".join(frame(a) for a in asks))
+    await asyncio.sleep(0.3)
+    for ask in asks:
+        kind, _, rest = ask.partition(b":")
+        if kind == b"echo":
+            assert await client.answer() == ask
+        else:
+            pos, length = (int(x) for x in rest.split(b":"))
+            assert await client.answer() == expected(data_file, pos, length)
+    assert network.SENDFILE_BYTES[0] > before
+    client.close()
+
+
+async def test_a_client_that_half_closes_still_gets_the_whole_answer(served: tuple[Listener, Script],
+                                                                     data_file: Path) -> None:
+    # Reading ends at its EOF while the range waits for the socket: what is left goes through
+    # the transport, which sends it before it closes. (An EOF while the request still runs is
+    # the client going away: Connection.peer_went.)
+    listener, _ = served
+    client = SlowClient(listener.port)
+    await client.send(frame(b"file:77:%d" % (12 << 20)))
+    head = await asyncio.to_thread(client._exactly, 4)
+    client.sock.shutdown(socket.SHUT_WR)
+    await asyncio.sleep(0.3)
+    assert head + await client.rest() == frame(expected(data_file, 77, 12 << 20))
+    client.close()
+
+
+async def test_a_file_deleted_under_a_waiting_range_is_still_sent(tmp_path: Path) -> None:
+    # Retention renames and later unlinks a segment; the range holds its descriptor.
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(os.urandom(16 << 20))
+    want = expected(path, 5, 15 << 20)
+    script = Script(path)
+    listener = Listener(script, "127.0.0.1", 0, MAX_FRAME)  # type: ignore[arg-type]
+    await listener.start()
+    try:
+        client = SlowClient(listener.port)
+        await client.send(frame(b"file:5:%d" % (15 << 20)))
+        await asyncio.sleep(0.3)
+        path.unlink()
+        assert await client.answer() == want
+        client.close()
+    finally:
+        await listener.stop()
+
+
+async def test_a_file_cut_back_under_a_waiting_range_closes_only_that_connection(tmp_path: Path) -> None:
+    # A follower truncating its log under a response whose size is on the wire already.
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(os.urandom(16 << 20))
+    script = Script(path)
+    listener = Listener(script, "127.0.0.1", 0, MAX_FRAME)  # type: ignore[arg-type]
+    await listener.start()
+    try:
+        client = SlowClient(listener.port)
+        other_reader, other_writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        await client.send(frame(b"file:0:%d" % (15 << 20)))
+        await asyncio.sleep(0.3)
+        os.truncate(path, 1 << 20)
+        with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
+            await client.answer()
+        other_writer.write(frame(b"file:10:40000"))
+        assert await read_answer(other_reader) == expected(path, 10, 40_000)
+        client.close()
+        other_writer.close()
+    finally:
+        await listener.stop()
 
 
 # ---- request frames -----------------------------------------------------------------------
