@@ -73,6 +73,12 @@ def listener_ssl_settings(cfg: ListenerSettings, listener: str) -> ListenerSsl:
         kind = get(key)
         if kind and kind.upper() != "PEM":
             raise fail(key, "only PEM stores are supported (KIP-651)")
+    # Kafka's DefaultSslEngineFactory: a PEM store has no store password, only ssl.key.password.
+    # Departure: a PEM keystore file with an unencrypted key is accepted without ssl.key.password.
+    if get("ssl.keystore.password"):
+        raise fail("ssl.keystore.password", "a PEM key store has no password; give ssl.key.password only")
+    if get("ssl.truststore.password"):
+        raise fail("ssl.truststore.password", "a PEM trust store has no password")
     location = get("ssl.keystore.location") or None
     chain = get("ssl.keystore.certificate.chain") or None
     key_pem = get("ssl.keystore.key") or None

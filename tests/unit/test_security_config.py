@@ -50,6 +50,7 @@ def test_a_listener_setting_prefers_its_listener_name_prefix() -> None:
     ({"ssl.principal.mapping.rules": "RULE:^CN=(.*)$/$1/X,oops"}, "ssl.principal.mapping.rules", "invalid rule"),
     ({"ssl.keystore.certificate.chain": "-----BEGIN CERTIFICATE-----"}, "ssl.keystore.location", "not both"),
     ({"ssl.endpoint.identification.algorithm": "ldap"}, "ssl.endpoint.identification.algorithm", "https"),
+    ({"listener.name.ssl.ssl.keystore.password": "pw"}, "listener.name.ssl.ssl.keystore.password", "ssl.key.password"),
 ])
 def test_bad_tls_settings_stop_start_up_naming_the_key(change: dict[str, str], key: str, why: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -87,6 +88,7 @@ def test_client_properties() -> None:
 @pytest.mark.parametrize("props,key", [
     ({"security.protocol": "TLS"}, "security.protocol"),
     ({"ssl.truststore.type": "JKS"}, "ssl.truststore.type"),
+    ({"ssl.truststore.password": "x"}, "ssl.truststore.password"),
     ({"ssl.enabled.protocols": "SSLv3"}, "ssl.enabled.protocols"),
     ({"ssl.keystore.key": "x"}, "ssl.keystore.certificate.chain"),
     ({"sasl.jaas.config": 'x required username="a" password="b"'}, "sasl.jaas.config"),
