@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from broker.config_env import properties_from_env
 from broker.security.acl import AUTHORIZER_NAMES, parse_super_users
 from broker.security.ssl_settings import SslSettingsError, listener_ssl_settings
+from broker.zk import jaas
 from broker.zk.config_entities import InvalidConfig, cleanup_policy
 
 LONG_MAX = (1 << 63) - 1
@@ -179,6 +180,9 @@ class BrokerConfig:
     log_segment_bytes: int = 1 << 30
     zookeeper_connect: str = "127.0.0.1:2181"
     zookeeper_session_timeout_ms: int = 6000
+    zookeeper_set_acl: bool = False
+    # From the JAAS file $KAFKA_OPTS names, as Kafka's (broker/zk/jaas.py); not a key, never shown.
+    zookeeper_credentials: jaas.ZkCredentials | None = field(default=None, repr=False)
     num_partitions: int = 1
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
@@ -376,6 +380,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "log.segment.bytes": ("log_segment_bytes", lambda k, v: _int(k, v, 14)),
     "zookeeper.connect": ("zookeeper_connect", lambda k, v: v.strip()),
     "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _positive),
+    "zookeeper.set.acl": ("zookeeper_set_acl", _bool),
     "num.partitions": ("num_partitions", _positive),
     "default.replication.factor": ("default_replication_factor", _positive),
     "min.insync.replicas": ("min_insync_replicas", _positive),
@@ -503,11 +508,25 @@ def build_config(props: dict[str, str], overrides: Iterable[str] = (),
         merged[key.strip()] = value.strip()
         source.pop(key.strip(), None)
     try:
-        return _build(merged)
+        cfg = _build(merged)
     except ConfigError as e:
         if e.key in source:
             raise ConfigError(e.key, merged.get(e.key, ""), f"{e.why} (from {source[e.key]})") from None
         raise
+    _zookeeper_credentials(cfg, environ or {})
+    return cfg
+
+
+def _zookeeper_credentials(cfg: BrokerConfig, environ: Mapping[str, str]) -> None:
+    """Kafka's KafkaServer.initZkClient: the client authenticates whenever the JAAS file has a
+    `Client` section, and zookeeper.set.acl=true without one refuses to start."""
+    try:
+        cfg.zookeeper_credentials = jaas.credentials_from_env(environ)
+    except jaas.JaasError as e:
+        raise ConfigError(jaas.LOGIN_CONFIG_PROPERTY, "", f"{e} (from {jaas.OPTS_VARIABLE})") from None
+    if cfg.zookeeper_set_acl and cfg.zookeeper_credentials is None:
+        raise ConfigError("zookeeper.set.acl", "true", "no ZooKeeper credentials: set KAFKA_OPTS="
+                          f"-D{jaas.LOGIN_CONFIG_PROPERTY}=<file> naming a JAAS file with a Client section")
 
 
 def _build(merged: dict[str, str]) -> BrokerConfig:

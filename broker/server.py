@@ -74,7 +74,8 @@ class Broker:
         self.config = config
         self.broker_id = config.broker_id
         self.metrics = Registry()
-        self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms)
+        self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms,
+                           credentials=config.zookeeper_credentials, secure_acls=config.zookeeper_set_acl)
         self.metadata = MetadataCache(inter_broker_listener=config.inter_broker_listener_name)
         # TLS contexts first: a key or certificate that cannot be loaded stops start-up (ConfigError).
         self.listener_tls = _listener_tls(config)

@@ -86,6 +86,12 @@ def _acls(args: argparse.Namespace) -> int:
     return asyncio.run(acls_tool.run(args))
 
 
+def _zk_security_migration(args: argparse.Namespace) -> int:
+    from broker.tools import zk_security_migration
+    configure(None, level="warning")
+    return asyncio.run(zk_security_migration.run(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minibroker", description="A Kafka-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -132,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.tools import acls_tool
     acls_tool.add_parser(sub)
     sub.choices["acls"].set_defaults(func=_acls)
+    from broker.tools import zk_security_migration
+    zk_security_migration.add_parser(sub)
+    sub.choices["zookeeper-security-migration"].set_defaults(func=_zk_security_migration)
     return parser
 
 
