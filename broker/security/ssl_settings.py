@@ -54,7 +54,8 @@ class ListenerSsl:
     key_names: dict[str, str] = field(default_factory=dict, repr=False)
 
 
-def listener_ssl_settings(cfg: ListenerSettings, listener: str) -> ListenerSsl:
+def listener_ssl_settings(cfg: ListenerSettings, listener: str, security_protocol: str = "SSL") -> ListenerSsl:
+    """The TLS settings of an SSL or SASL_SSL listener, checked; SslSettingsError names the key."""
     names: dict[str, str] = {}
 
     def get(key: str, default: str | None = None) -> str | None:
@@ -96,6 +97,9 @@ def listener_ssl_settings(cfg: ListenerSettings, listener: str) -> ListenerSsl:
         raise fail("ssl.truststore.location", "give ssl.truststore.location or ssl.truststore.certificates, "
                                               "not both")
     client_auth = (get("ssl.client.auth", "none") or "none").lower()
+    if security_protocol == "SASL_SSL" and names["ssl.client.auth"] == "ssl.client.auth":
+        # KIP-684 (Kafka 2.8): on SASL_SSL only the listener-prefixed ssl.client.auth applies.
+        client_auth = "none"
     if client_auth not in CLIENT_AUTH:
         raise fail("ssl.client.auth", f"expected one of {', '.join(CLIENT_AUTH)}")
     if client_auth != "none" and not (trust_location or trust_pem):
