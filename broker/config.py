@@ -318,8 +318,12 @@ class BrokerConfig:
         return prefixed if prefixed in self.security_props else key
 
     def listener_setting(self, listener_name: str, key: str, default: str | None = None) -> str | None:
-        """A per-listener setting: `listener.name.<lowercase name>.<key>`, else `<key>`, else `default`."""
-        return self.security_props.get(self.listener_setting_key(listener_name, key), default)
+        """A per-listener setting: `listener.name.<lowercase name>.<key>`, else `<key>`, else `default`
+        (raw text; a bare key that has a parser of its own is read as given)."""
+        used = self.listener_setting_key(listener_name, key)
+        if used in self.security_props:
+            return self.security_props[used]
+        return self.given.get(used, default)
 
     @property
     def metrics_address(self) -> tuple[str, int] | None:
