@@ -177,7 +177,7 @@ async def run(args: argparse.Namespace) -> int:
         print("Command must include exactly one action: --list, --add, --remove.", file=sys.stderr)
         return 1
     try:
-        security = command_config(args.command_config)
+        security = command_config(getattr(args, "command_config", None))
     except ToolError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1

@@ -324,7 +324,7 @@ async def run(args: argparse.Namespace, output: Output | None = None) -> int:
     if args.topic and action not in ("reset_offsets", "delete_offsets"):
         return out.error("--topic goes with --reset-offsets and --delete-offsets only")
     try:
-        security = command_config(args.command_config)
+        security = command_config(getattr(args, "command_config", None))
     except ToolError as e:
         return out.error(str(e))
     try:

@@ -90,7 +90,7 @@ async def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     try:
-        security = command_config(args.command_config)
+        security = command_config(getattr(args, "command_config", None))
     except ToolError as e:
         return _fail(str(e))
     conn = None
