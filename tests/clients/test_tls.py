@@ -431,15 +431,21 @@ def test_three_brokers_replicate_over_an_ssl_inter_broker_listener(tmp_path: Pat
             assert errors == []
             await cluster.wait_isr("tls-replicated", 0, {0, 1, 2})
             await wait_identical_replicas(cluster, "tls-replicated", 0, [0, 1, 2])
+            return await cluster.controller()
 
     try:
-        asyncio.run(run())
+        controller = asyncio.run(run())
+        # Controlled shutdown of the others goes to the controller over TLS too.
+        for b in sorted(brokers, key=lambda b: b.broker_id == controller):
+            assert b.stop() == 0, b.log()
         for b in brokers:
             log = b.log_path.read_text()
             assert "tls_handshake_failed" not in log and "BEGIN" not in log, log[-3000:]
+            if b.broker_id != controller:
+                assert "broker.controlled_shutdown_done" in log, log[-3000:]
     finally:
         for b in brokers:
-            b.stop()
+            b.kill()
 
 
 async def _registered(zk) -> bool:  # noqa: ANN001
