@@ -67,6 +67,12 @@ async def test_garbage_and_stalled_handshakes_close_only_their_socket(tmp_path: 
         assert sorted(e["reason"] for e in failed) == sorted(["WRONG_VERSION_NUMBER", "ConnectionAbortedError"])
         assert "BEGIN" not in repr(logs) and "'pw'" not in repr(logs)
         assert principals == ["User:ANONYMOUS", "User:ALICE"]
+        # A subject no rule matches (here the peer certificate the client side sees, CN=broker): Kafka
+        # fails the authentication, and the listener closes that connection.
+        from broker.security.ssl_principal import NoMatchingRule, parse_rules
+        strict = ListenerTls(tls.context, parse_rules("RULE:^CN=bob,.*$/bob/"))
+        with pytest.raises(NoMatchingRule):
+            strict.principal(w.get_extra_info("ssl_object"))
         for w in (good_w, stalled_w, junk_w):
             w.close()
     finally:
