@@ -69,6 +69,9 @@ DEFAULT_MAX_IN_FLIGHT = 16
 # Bytes a connection reads ahead of the frame it is asked for (small pipelined requests arrive
 # several to a recv); a frame's body beyond what was read ahead lands in its own buffer directly.
 READ_AHEAD = 16 << 10  # per connection, allocated with it: 16 MiB for 1,000 connections
+# A connection whose reading task falls behind (many small requests pipelined) gets more, doubled
+# up to this, before its transport is paused: more frames to a system call.
+READ_AHEAD_MAX = 256 << 10
 # A response piece: bytes, or a range of a segment file sent with sendfile on plain TCP.
 Bytes = bytes | bytearray | memoryview
 Piece = Bytes | FileSlice
@@ -149,7 +152,8 @@ class RequestReader(asyncio.BufferedProtocol):
             unread = self._end - self._start
             if self._start:  # move what is left to the front (same size: no resize under a view)
                 ahead[:unread] = ahead[self._start:self._end]
-            else:  # full, and asked anyway (a TLS transport reading before it saw the pause)
+            else:  # full: a larger one (up to READ_AHEAD_MAX, then reading pauses; a TLS
+                # transport may still ask once before it sees the pause)
                 ahead = self._ahead = ahead + bytes(len(ahead))
             self._start, self._end = 0, unread
         return memoryview(ahead)[self._end:]
@@ -162,7 +166,7 @@ class RequestReader(asyncio.BufferedProtocol):
                 self._wake()
             return
         self._end += nbytes
-        if self._end - self._start >= len(self._ahead):
+        if self._end - self._start >= len(self._ahead) >= READ_AHEAD_MAX:
             self.pause("full")
         self._wake()
 
@@ -236,7 +240,9 @@ class RequestReader(asyncio.BufferedProtocol):
         self._start += count
         if self._start == self._end:
             self._start = self._end = 0
-        if "full" in self._pauses and self._end - self._start < len(self._ahead):
+        # Resume once half of it is free, not at the first byte taken: pausing and resuming a
+        # transport costs system calls, and small pipelined frames would pay them each.
+        if "full" in self._pauses and self._end - self._start <= len(self._ahead) // 2:
             self.resume("full")
 
     async def read_size(self) -> int:
