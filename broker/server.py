@@ -37,11 +37,14 @@ from broker.replication.roles import PartitionRoles
 from broker.replication.throttles import ReplicationThrottles
 from broker.security.acl import Policy, parse_super_users
 from broker.security.authorizer import Authorizer
+from broker.security.sasl_listeners import SaslListeners
+from broker.security.sasl_scram import CredentialCache
 from broker.signal import Signal
 from broker.zk import layout as L
 from broker.zk.client import NodeExistsError, NoNodeError, ZkClient, ZkUnavailable
 from broker.zk.cluster_id import get_or_create_cluster_id
-from broker.zk.dynamic_config import DynamicConfigManager
+from broker.zk.config_entities import USERS
+from broker.zk.dynamic_config import DynamicConfigManager, also
 from broker.zk.producer_ids import ProducerIdManager
 from broker.zk.topic_configs import TopicConfigs
 from quotas.client import ClientQuotaManager
@@ -86,7 +89,15 @@ class Broker:
                                             self.replicas, self.produce_quotas, self.fetch_quotas,
                                             self.mutation_quotas, self.now_ms,
                                             log_cleaning.CleanerRate(config, self.log_cleaner))
-        self.dynamic_config = DynamicConfigManager(self.zk, self.config_applier.handlers())
+        # SASL (issue 20): SCRAM credentials from /config/users, kept live by the config notifications.
+        self.scram_credentials = CredentialCache()
+        self.sasl = SaslListeners(
+            {lst.name: config.listener_security_protocol_map.get(lst.name, "PLAINTEXT") for lst in config.listeners},
+            lambda _listener, _key: None, self.scram_credentials,  # the listener setting reader: after the seam
+            self.metrics.counter("authentication_failures_total", "SASL authentication failures, by listener and mechanism"),
+            broker_id=self.broker_id)
+        self.dynamic_config = DynamicConfigManager(
+            self.zk, also(self.config_applier.handlers(), USERS, self.scram_credentials.on_user_config))
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable,
                                      config.inter_broker_listener_name)
         self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,
