@@ -150,4 +150,4 @@ class SaslListeners:
     def succeeded(self, conn: Any, session: SaslSession) -> None:
         log.info("sasl.authenticated", broker_id=self.broker_id, listener=session.listener.name,
                  peer=getattr(conn, "peer", ""), mechanism=session.mechanism, principal=session.principal,
-                 session_lifetime_ms=session.lifetime_ms)
+                 session_lifetime_ms=session.lifetime_ms, reauthentication=session.completions > 1)

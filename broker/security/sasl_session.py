@@ -116,6 +116,7 @@ class SaslSession:
     _last_username: str = ""
 
     lifetime_ms: int = 0
+    completions: int = 0  # authentications that completed on this connection (re-authentications: > 1)
 
     @property
     def authenticated(self) -> bool:
@@ -218,6 +219,7 @@ class SaslSession:
         lifetime = self.listener.reauth_ms if self.listener.reauth_ms > 0 and self.supports_reauth else 0
         self.expires_at = self.clock() + lifetime / 1000 if lifetime else None
         self.lifetime_ms = lifetime
+        self.completions += 1
         self._last_username = server.username
         self.principal = principal
         self.state = State.COMPLETE
