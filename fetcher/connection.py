@@ -13,6 +13,8 @@ import itertools
 from collections.abc import Mapping
 from typing import Any, cast
 
+from fetcher import sasl_client
+from fetcher.security import PLAINTEXT, ClientSecurity
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.framing import frame
@@ -102,8 +104,9 @@ class _FrameProtocol(asyncio.BufferedProtocol):
 
 class KafkaConnection:
     def __init__(self, host: str, port: int, client_id: str = "minibroker-tool",
-                 reuse_fetch_buffers: bool = False) -> None:
+                 reuse_fetch_buffers: bool = False, security: ClientSecurity | None = None) -> None:
         self.host = host
+        self.security = security or PLAINTEXT
         # Only for a caller that is done with one fetch response before it sends the next Fetch.
         self.reuse_fetch_buffers = reuse_fetch_buffers
         self.port = port
@@ -115,11 +118,32 @@ class KafkaConnection:
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str = "minibroker-tool", timeout: float = 10,
-                   reuse_fetch_buffers: bool = False) -> KafkaConnection:
-        conn = cls(host, port, client_id, reuse_fetch_buffers)
+                   reuse_fetch_buffers: bool = False, security: ClientSecurity | None = None) -> KafkaConnection:
+        """Connects; over SSL/SASL_SSL the TLS handshake is done (server certificate verified) on return.
+
+        Raises SecurityConfigError for unusable key material, ssl.SSLError (e.g. a certificate
+        that does not verify), fetcher.sasl_client.SaslAuthenticationError when the broker refuses the
+        SASL login, or OSError/TimeoutError for the connection itself."""
+        conn = cls(host, port, client_id, reuse_fetch_buffers, security)
         loop = asyncio.get_running_loop()
-        _, conn._protocol = await asyncio.wait_for(
-            loop.create_connection(lambda: _FrameProtocol(conn), host, port), timeout)
+        ctx = conn.security.ssl_context()
+        if ctx is None:
+            _, conn._protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: _FrameProtocol(conn), host, port), timeout)
+        else:
+            _, conn._protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: _FrameProtocol(conn), host, port, ssl=ctx, server_hostname=host,
+                                       ssl_handshake_timeout=timeout), timeout)
+        security = conn.security
+        if security.uses_sasl and security.sasl_mechanism:
+            # SaslHandshake v1 + SaslAuthenticate, after TLS and before the connection is handed out.
+            try:
+                await asyncio.wait_for(sasl_client.authenticate(
+                    conn.request, security.sasl_mechanism, security.sasl_username or "",
+                    security.sasl_password or ""), timeout)
+            except BaseException:
+                await conn.close()
+                raise
         return conn
 
     def _header(self, api_key: int, version: int, correlation_id: int) -> bytes:

@@ -151,3 +151,19 @@ class SaslListeners:
         log.info("sasl.authenticated", broker_id=self.broker_id, listener=session.listener.name,
                  peer=getattr(conn, "peer", ""), mechanism=session.mechanism, principal=session.principal,
                  session_lifetime_ms=session.lifetime_ms, reauthentication=session.completions > 1)
+
+
+def inter_broker_sasl(setting: Setting, listener: str) -> tuple[str, str, str]:
+    """This broker's own SASL login on the inter-broker listener: `sasl.mechanism.inter.broker.protocol`
+    (Kafka's default GSSAPI is not served) and the `username`/`password` of that mechanism's JAAS
+    entry on the listener (as Kafka's brokers log in with their login module's credentials)."""
+    key = "sasl.mechanism.inter.broker.protocol"
+    mechanism = (setting(listener, key) or "GSSAPI").strip()
+    if mechanism not in SERVED_MECHANISMS:
+        raise SaslConfigError(key, f"{mechanism} not served; use one of {', '.join(SERVED_MECHANISMS)}")
+    entry = jaas_entry(setting, listener, mechanism)
+    credentials = entry.client_credentials if entry is not None else None
+    if credentials is None:
+        raise SaslConfigError(f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config",
+                              "the inter-broker listener's JAAS config needs username and password")
+    return mechanism, credentials[0], credentials[1]

@@ -25,7 +25,12 @@ def _serve(args: argparse.Namespace) -> int:
     from broker.server import Broker, StartupError
 
     async def run() -> int:
-        broker = Broker(config)
+        try:
+            broker = Broker(config)  # reads the TLS listeners' PEM files
+        except ConfigError as e:
+            print(f"minibroker: {e}", file=sys.stderr)
+            log.error("broker.config_refused", key=e.key, reason=e.why)
+            return 2
         try:
             await broker.run_until_signal()
         except StartupError as e:
