@@ -143,7 +143,7 @@ class SaslListeners:
             self.failures.inc(listener=listener, mechanism=session.mechanism or "none")
         log.warning("sasl.authentication_failed", broker_id=self.broker_id, listener=listener,
                     peer=getattr(conn, "peer", ""), mechanism=session.mechanism or None,
-                    user=session.username or None, reason=reason,
+                    user=session.username or None, reason=reason, detail=session.failure_detail or None,
                     reauthentication=session.reauthenticating)
         return session.listener.failure_delay_ms / 1000
 

@@ -43,9 +43,10 @@ SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 class SaslFailure(Exception):
     """A mechanism refused the client: `message` goes to the client (None: Kafka's generic text)."""
 
-    def __init__(self, message: str | None) -> None:
+    def __init__(self, message: str | None, detail: str = "") -> None:
         super().__init__(message or "authentication failed")
         self.message = message
+        self.detail = detail  # for the broker's log only (the mechanism's own words, never a secret)
 
 
 class Mechanism(Protocol):
@@ -116,6 +117,7 @@ class SaslSession:
     _last_username: str = ""
 
     lifetime_ms: int = 0
+    failure_detail: str = ""
     completions: int = 0  # authentications that completed on this connection (re-authentications: > 1)
 
     @property
@@ -130,7 +132,9 @@ class SaslSession:
         return self._last_username
 
 
-    def gate(self, api_key: int, frame_size: int) -> Verdict:
+    def gate(self, api_key: int, frame_size: int, served: bool = True) -> Verdict:
+        """`served`: the request's version is one this broker serves (an ApiVersions at a version it
+        does not serve is answered with the error and leaves the state, as Kafka's authenticator)."""
         s = self.state
         if s is State.FAILED:
             return Verdict.CLOSE
@@ -143,7 +147,8 @@ class SaslSession:
             return Verdict.CLOSE_AFTER_DELAY
         if s is State.HANDSHAKE_OR_VERSIONS:
             if api_key == ApiKey.API_VERSIONS:
-                self.state = State.HANDSHAKE
+                if served:
+                    self.state = State.HANDSHAKE
                 return Verdict.PASS
             if api_key == ApiKey.SASL_HANDSHAKE:
                 return Verdict.PASS
@@ -208,6 +213,7 @@ class SaslSession:
             reply = server.evaluate(token)
         except SaslFailure as e:
             self._last_username = server.username
+            self.failure_detail = e.detail
             return self._fail(e.message or (f"Authentication failed during {self._what()} due to invalid "
                                             f"credentials with SASL mechanism {self.mechanism}"))
         if not server.complete:
