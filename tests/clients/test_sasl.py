@@ -354,7 +354,8 @@ def test_bad_input_closes_only_that_connection(cluster: SaslCluster, case: str) 
 # ---- the principal reaches the authorizer --------------------------------------------------------
 
 def test_sasl_principal_reaches_acls(cluster: SaslCluster) -> None:
-    topic = _topic(cluster, "acl-only-for-granted")
+    topic = "acl-only-for-granted"
+    asyncio.run(create_topic(cluster.brokers[0], topic, assignment={0: [0, 1]}))  # led by broker 0, where we produce
 
     async def produce_as(mechanism: str, user: str) -> int:
         conn = await sasl_connect(cluster.port, mechanism, user)
