@@ -16,6 +16,7 @@ from broker.security.acl import AUTHORIZER_NAMES, parse_super_users
 from broker.security.sasl_listeners import SaslConfigError, SaslListeners, inter_broker_sasl
 from broker.security.sasl_scram import CredentialCache
 from broker.security.ssl_settings import SslSettingsError, listener_ssl_settings
+from broker.zk import jaas
 from broker.zk.config_entities import InvalidConfig, cleanup_policy
 
 LONG_MAX = (1 << 63) - 1
@@ -104,8 +105,7 @@ SSL_KEYS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.certificates", "ssl.truststore.password", "ssl.client.auth", "ssl.enabled.protocols",
-    "ssl.protocol", "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
-    "ssl.cipher.suites",
+    "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
 })
 LISTENER_PREFIX = "listener.name."
 # Per-listener SASL keys without the `sasl.` prefix (broker/security/sasl_listeners.py reads them).
@@ -178,11 +178,14 @@ class BrokerConfig:
     # Kafka's default: the listener named after security.inter.broker.protocol (PLAINTEXT).
     inter_broker_listener_name: str = "PLAINTEXT"
     # Kafka's older key; only one of the two may be given (it names the listener after the protocol).
-    security_inter_broker_protocol: str | None = None
+    security_inter_broker_protocol: str = "PLAINTEXT"
     log_dirs: list[Path] = field(default_factory=lambda: [Path("/tmp/minibroker-logs")])
     log_segment_bytes: int = 1 << 30
     zookeeper_connect: str = "127.0.0.1:2181"
     zookeeper_session_timeout_ms: int = 6000
+    zookeeper_set_acl: bool = False
+    # From the JAAS file $KAFKA_OPTS names, as Kafka's (broker/zk/jaas.py); not a key, never shown.
+    zookeeper_credentials: jaas.ZkCredentials | None = field(default=None, repr=False)
     num_partitions: int = 1
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
@@ -319,8 +322,12 @@ class BrokerConfig:
         return prefixed if prefixed in self.security_props else key
 
     def listener_setting(self, listener_name: str, key: str, default: str | None = None) -> str | None:
-        """A per-listener setting: `listener.name.<lowercase name>.<key>`, else `<key>`, else `default`."""
-        return self.security_props.get(self.listener_setting_key(listener_name, key), default)
+        """A per-listener setting: `listener.name.<lowercase name>.<key>`, else `<key>`, else `default`
+        (raw text; a bare key that has a parser of its own is read as given)."""
+        used = self.listener_setting_key(listener_name, key)
+        if used in self.security_props:
+            return self.security_props[used]
+        return self.given.get(used, default)
 
     @property
     def metrics_address(self) -> tuple[str, int] | None:
@@ -380,6 +387,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "log.segment.bytes": ("log_segment_bytes", lambda k, v: _int(k, v, 14)),
     "zookeeper.connect": ("zookeeper_connect", lambda k, v: v.strip()),
     "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _positive),
+    "zookeeper.set.acl": ("zookeeper_set_acl", _bool),
     "num.partitions": ("num_partitions", _positive),
     "default.replication.factor": ("default_replication_factor", _positive),
     "min.insync.replicas": ("min_insync_replicas", _positive),
@@ -507,11 +515,25 @@ def build_config(props: dict[str, str], overrides: Iterable[str] = (),
         merged[key.strip()] = value.strip()
         source.pop(key.strip(), None)
     try:
-        return _build(merged)
+        cfg = _build(merged)
     except ConfigError as e:
         if e.key in source:
             raise ConfigError(e.key, merged.get(e.key, ""), f"{e.why} (from {source[e.key]})") from None
         raise
+    _zookeeper_credentials(cfg, environ or {})
+    return cfg
+
+
+def _zookeeper_credentials(cfg: BrokerConfig, environ: Mapping[str, str]) -> None:
+    """Kafka's KafkaServer.initZkClient: the client authenticates whenever the JAAS file has a
+    `Client` section, and zookeeper.set.acl=true without one refuses to start."""
+    try:
+        cfg.zookeeper_credentials = jaas.credentials_from_env(environ)
+    except jaas.JaasError as e:
+        raise ConfigError(jaas.LOGIN_CONFIG_PROPERTY, "", f"{e} (from {jaas.OPTS_VARIABLE})") from None
+    if cfg.zookeeper_set_acl and cfg.zookeeper_credentials is None:
+        raise ConfigError("zookeeper.set.acl", "true", "no ZooKeeper credentials: set KAFKA_OPTS="
+                          f"-D{jaas.LOGIN_CONFIG_PROPERTY}=<file> naming a JAAS file with a Client section")
 
 
 def _build(merged: dict[str, str]) -> BrokerConfig:
@@ -539,7 +561,6 @@ def _build(merged: dict[str, str]) -> BrokerConfig:
             raise ConfigError("security.inter.broker.protocol", merged["security.inter.broker.protocol"],
                               "only one of inter.broker.listener.name and security.inter.broker.protocol "
                               "should be set")
-        assert cfg.security_inter_broker_protocol is not None
         cfg.inter_broker_listener_name = cfg.security_inter_broker_protocol
     _check_listeners(cfg, merged)
     _check_listener_security(cfg)
@@ -586,7 +607,7 @@ def _check_listener_security(cfg: BrokerConfig) -> None:
     for lst in cfg.listeners:
         if cfg.listener_protocol(lst.name) in TLS_PROTOCOLS:
             try:
-                listener_ssl_settings(cfg, lst.name)
+                listener_ssl_settings(cfg, lst.name, cfg.listener_protocol(lst.name))
             except SslSettingsError as e:
                 raise ConfigError(e.key, e.value, e.why) from None
 

@@ -679,7 +679,7 @@ class Listener:
         assert task is not None
         self._tasks.add(task)
         conn = Connection(reader, writer, self.name, self.security_protocol)
-        if self.tls is not None:
+        if self.tls is not None and self.security_protocol == "SSL":  # SASL_SSL: the SASL exchange names it
             try:
                 conn.principal = self.tls.principal(writer.get_extra_info("ssl_object"))
             except ValueError as e:  # no ssl.principal.mapping.rules rule applies, or a malformed subject

@@ -66,7 +66,8 @@ def _listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:
     for lst in config.listeners:
         if config.listener_protocol(lst.name) in TLS_PROTOCOLS:
             try:
-                out[lst.name] = ListenerTls.from_settings(listener_ssl_settings(config, lst.name))
+                out[lst.name] = ListenerTls.from_settings(
+                    listener_ssl_settings(config, lst.name, config.listener_protocol(lst.name)))
             except SslSettingsError as e:
                 raise ConfigError(e.key, e.value, e.why) from None
     return out
@@ -77,7 +78,8 @@ class Broker:
         self.config = config
         self.broker_id = config.broker_id
         self.metrics = Registry()
-        self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms)
+        self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms,
+                           credentials=config.zookeeper_credentials, secure_acls=config.zookeeper_set_acl)
         self.metadata = MetadataCache(inter_broker_listener=config.inter_broker_listener_name)
         # TLS contexts first: a key or certificate that cannot be loaded stops start-up (ConfigError).
         self.listener_tls = _listener_tls(config)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import itertools
+import ssl
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -102,6 +104,13 @@ class _FrameProtocol(asyncio.BufferedProtocol):
             self.closed.set_result(None)
 
 
+@functools.lru_cache(maxsize=16)
+def _ssl_context(security: ClientSecurity) -> ssl.SSLContext | None:
+    """One TLS context per security setting: a replica fetcher or tool that reconnects does not
+    re-read its PEM files (or rewrite an inline key to a temporary file) every time."""
+    return security.ssl_context()
+
+
 class KafkaConnection:
     def __init__(self, host: str, port: int, client_id: str = "minibroker-tool",
                  reuse_fetch_buffers: bool = False, security: ClientSecurity | None = None) -> None:
@@ -126,7 +135,7 @@ class KafkaConnection:
         SASL login, or OSError/TimeoutError for the connection itself."""
         conn = cls(host, port, client_id, reuse_fetch_buffers, security)
         loop = asyncio.get_running_loop()
-        ctx = conn.security.ssl_context()
+        ctx = _ssl_context(conn.security)
         if ctx is None:
             _, conn._protocol = await asyncio.wait_for(
                 loop.create_connection(lambda: _FrameProtocol(conn), host, port), timeout)

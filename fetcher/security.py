@@ -200,6 +200,9 @@ class ClientSecurity:
             kind = get(key)
             if kind and kind.upper() != "PEM":
                 raise SecurityConfigError(key, "only PEM stores are supported (KIP-651)")
+        for key in ("ssl.keystore.password", "ssl.truststore.password"):
+            if get(key):
+                raise SecurityConfigError(key, "PEM stores have no store password (give ssl.key.password)")
         algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip()
         if algorithm.lower() not in ("", "https"):
             raise SecurityConfigError("ssl.endpoint.identification.algorithm", "expected https or empty")

@@ -23,7 +23,7 @@ SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 def inter_broker_security(cfg: ListenerSettings, listener: str, security_protocol: str) -> ClientSecurity:
     security = ClientSecurity(security_protocol=security_protocol)
     if security_protocol in TLS_PROTOCOLS:
-        security = inter_broker_client(listener_ssl_settings(cfg, listener), security_protocol)
+        security = inter_broker_client(listener_ssl_settings(cfg, listener, security_protocol), security_protocol)
     if security_protocol in SASL_PROTOCOLS:
         security = with_inter_broker_sasl(cfg, listener, security)
     return security

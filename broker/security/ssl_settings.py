@@ -54,7 +54,8 @@ class ListenerSsl:
     key_names: dict[str, str] = field(default_factory=dict, repr=False)
 
 
-def listener_ssl_settings(cfg: ListenerSettings, listener: str) -> ListenerSsl:
+def listener_ssl_settings(cfg: ListenerSettings, listener: str, security_protocol: str = "SSL") -> ListenerSsl:
+    """The TLS settings of an SSL or SASL_SSL listener, checked; SslSettingsError names the key."""
     names: dict[str, str] = {}
 
     def get(key: str, default: str | None = None) -> str | None:
@@ -73,6 +74,12 @@ def listener_ssl_settings(cfg: ListenerSettings, listener: str) -> ListenerSsl:
         kind = get(key)
         if kind and kind.upper() != "PEM":
             raise fail(key, "only PEM stores are supported (KIP-651)")
+    # Kafka's DefaultSslEngineFactory: a PEM store has no store password, only ssl.key.password.
+    # Departure: a PEM keystore file with an unencrypted key is accepted without ssl.key.password.
+    if get("ssl.keystore.password"):
+        raise fail("ssl.keystore.password", "a PEM key store has no password; give ssl.key.password only")
+    if get("ssl.truststore.password"):
+        raise fail("ssl.truststore.password", "a PEM trust store has no password")
     location = get("ssl.keystore.location") or None
     chain = get("ssl.keystore.certificate.chain") or None
     key_pem = get("ssl.keystore.key") or None
@@ -90,6 +97,9 @@ def listener_ssl_settings(cfg: ListenerSettings, listener: str) -> ListenerSsl:
         raise fail("ssl.truststore.location", "give ssl.truststore.location or ssl.truststore.certificates, "
                                               "not both")
     client_auth = (get("ssl.client.auth", "none") or "none").lower()
+    if security_protocol == "SASL_SSL" and names["ssl.client.auth"] == "ssl.client.auth":
+        # KIP-684 (Kafka 2.8): on SASL_SSL only the listener-prefixed ssl.client.auth applies.
+        client_auth = "none"
     if client_auth not in CLIENT_AUTH:
         raise fail("ssl.client.auth", f"expected one of {', '.join(CLIENT_AUTH)}")
     if client_auth != "none" and not (trust_location or trust_pem):

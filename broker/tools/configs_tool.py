@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from broker.tools.tool_support import ToolError, connect_zk, fail
+from broker.tools.tool_support import NO_AUTH_HINT, ZK_AUTH_HELP, ToolError, connect_zk, fail
+from broker.zk.client import NoAuthError
 from broker.zk.config_entities import (
     CLIENTS,
     DEFAULT_ENTITY,
@@ -70,6 +71,8 @@ async def run(args: argparse.Namespace) -> int:
             return _fail(str(e))
         print(f"Completed updating config for {args.entity_type[:-1]} {shown_name}.")
         return 0
+    except NoAuthError as e:
+        return _fail(f"{e}: {NO_AUTH_HINT}")
     finally:
         await zk.close()
 
@@ -99,7 +102,7 @@ def _describe_scram(user: str, config: dict[str, str]) -> None:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("configs", help="alter or describe dynamic configs in ZooKeeper")
+    p = sub.add_parser("configs", help="alter or describe dynamic configs in ZooKeeper", epilog=ZK_AUTH_HELP)
     p.add_argument("--zookeeper", required=True, help="host:port[/chroot]")
     p.add_argument("--entity-type", required=True)
     p.add_argument("--entity-name")

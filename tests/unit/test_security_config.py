@@ -50,6 +50,7 @@ def test_a_listener_setting_prefers_its_listener_name_prefix() -> None:
     ({"ssl.principal.mapping.rules": "RULE:^CN=(.*)$/$1/X,oops"}, "ssl.principal.mapping.rules", "invalid rule"),
     ({"ssl.keystore.certificate.chain": "-----BEGIN CERTIFICATE-----"}, "ssl.keystore.location", "not both"),
     ({"ssl.endpoint.identification.algorithm": "ldap"}, "ssl.endpoint.identification.algorithm", "https"),
+    ({"listener.name.ssl.ssl.keystore.password": "pw"}, "listener.name.ssl.ssl.keystore.password", "ssl.key.password"),
 ])
 def test_bad_tls_settings_stop_start_up_naming_the_key(change: dict[str, str], key: str, why: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -87,6 +88,7 @@ def test_client_properties() -> None:
 @pytest.mark.parametrize("props,key", [
     ({"security.protocol": "TLS"}, "security.protocol"),
     ({"ssl.truststore.type": "JKS"}, "ssl.truststore.type"),
+    ({"ssl.truststore.password": "x"}, "ssl.truststore.password"),
     ({"ssl.enabled.protocols": "SSLv3"}, "ssl.enabled.protocols"),
     ({"ssl.keystore.key": "x"}, "ssl.keystore.certificate.chain"),
     ({"sasl.jaas.config": 'x required username="a" password="b"'}, "sasl.jaas.config"),
@@ -95,3 +97,21 @@ def test_bad_client_properties_name_the_key(props: dict[str, str], key: str) -> 
     with pytest.raises(SecurityConfigError) as e:
         ClientSecurity.from_properties(props)
     assert e.value.key == key
+
+
+def test_sasl_ssl_takes_ssl_client_auth_only_with_its_listener_prefix() -> None:
+    """KIP-684 (Kafka 2.8): the bare ssl.client.auth applies to SSL listeners, not to SASL_SSL ones."""
+    from broker.security.ssl_settings import listener_ssl_settings
+    props = {"broker.id": "1", "listeners": "SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+             "security.inter.broker.protocol": "SSL", "ssl.keystore.location": "/etc/kafka/broker.pem",
+             "ssl.truststore.location": "/etc/kafka/ca.pem", "ssl.client.auth": "required"}
+    cfg = build_config(props)
+    assert listener_ssl_settings(cfg, "SSL", "SSL").client_auth == "required"
+    assert listener_ssl_settings(cfg, "SASL_SSL", "SASL_SSL").client_auth == "none"
+    cfg = build_config({**props, "listener.name.sasl_ssl.ssl.client.auth": "requested"})
+    assert listener_ssl_settings(cfg, "SASL_SSL", "SASL_SSL").client_auth == "requested"
+
+
+def test_kafka_ssl_keys_this_broker_does_not_apply_are_reported_unknown() -> None:
+    cfg = build_config({**TWO, "ssl.cipher.suites": "TLS_AES_128_GCM_SHA256", "ssl.protocol": "TLSv1.3"})
+    assert sorted(cfg.unknown_keys) == ["ssl.cipher.suites", "ssl.protocol"]
