@@ -616,7 +616,7 @@ def _check_listener_sasl(cfg: BrokerConfig) -> None:
     """Each SASL listener's mechanisms, JAAS users and SASL numbers are usable (sasl_listeners' own checks)."""
     protocols = {lst.name: cfg.listener_protocol(lst.name) for lst in cfg.listeners}
     try:
-        SaslListeners(protocols, cfg.listener_setting, CredentialCache())
+        SaslListeners(protocols, cfg.listener_setting, CredentialCache(), key_of=cfg.listener_setting_key)
         if protocols.get(cfg.inter_broker_listener_name) in SASL_PROTOCOLS:
             inter_broker_sasl(cfg.listener_setting, cfg.inter_broker_listener_name)
     except SaslConfigError as e:

@@ -118,7 +118,7 @@ class Broker:
             {lst.name: config.listener_security_protocol_map.get(lst.name, "PLAINTEXT") for lst in config.listeners},
             config.listener_setting, self.scram_credentials,
             self.metrics.counter("authentication_failures_total", "SASL authentication failures, by listener and mechanism"),
-            broker_id=self.broker_id)
+            broker_id=self.broker_id, key_of=config.listener_setting_key)
         self.dynamic_config = DynamicConfigManager(
             self.zk, also(self.config_applier.handlers(), USERS, self.scram_credentials.on_user_config))
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable,

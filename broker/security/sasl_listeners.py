@@ -43,6 +43,11 @@ log = structlog.get_logger()
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 Setting = Callable[[str, str], "str | None"]
+KeyOf = Callable[[str, str], str]  # the key that supplies a setting on a listener (for messages)
+
+
+def _prefixed(listener: str, key: str) -> str:
+    return f"listener.name.{listener.lower()}.{key}"
 
 
 class SaslConfigError(ValueError):
@@ -52,16 +57,16 @@ class SaslConfigError(ValueError):
         self.why = why
 
 
-def _int(setting: Setting, listener: str, key: str, default: int, minimum: int = 0) -> int:
+def _int(setting: Setting, key_of: KeyOf, listener: str, key: str, default: int, minimum: int = 0) -> int:
     raw = setting(listener, key)
     if raw is None or raw.strip() == "":
         return default
     try:
         value = int(raw.strip())
     except ValueError:
-        raise SaslConfigError(key, f"{raw!r} is not a whole number") from None
+        raise SaslConfigError(key_of(listener, key), f"{raw!r} is not a whole number") from None
     if value < minimum:
-        raise SaslConfigError(key, f"must be at least {minimum}")
+        raise SaslConfigError(key_of(listener, key), f"must be at least {minimum}")
     return value
 
 
@@ -84,15 +89,16 @@ def jaas_entry(setting: Setting, listener: str, mechanism: str) -> JaasEntry | N
             try:
                 return parse_jaas_config(raw)
             except JaasError as e:
-                raise SaslConfigError(f"listener.name.{listener.lower()}.{key}", str(e)) from None
+                raise SaslConfigError(_prefixed(listener, key), str(e)) from None
     return None
 
 
 class SaslListeners:
     def __init__(self, listeners: dict[str, str], setting: Setting, credentials: CredentialCache,
                  failures: Counter | None = None, clock: Callable[[], float] = time.monotonic,
-                 broker_id: int = -1) -> None:
-        """`listeners`: listener name → security protocol. Raises SaslConfigError for a bad setting."""
+                 broker_id: int = -1, key_of: KeyOf = _prefixed) -> None:
+        """`listeners`: listener name → security protocol. Raises SaslConfigError for a bad setting,
+        naming the key that supplied it (`key_of`: BrokerConfig.listener_setting_key)."""
         self.broker_id = broker_id
         self.credentials = credentials
         self.failures = failures
@@ -104,12 +110,12 @@ class SaslListeners:
             if protocol not in SASL_PROTOCOLS:
                 continue
             mechanisms = mechanisms_of(setting(name, "sasl.enabled.mechanisms"),
-                                       f"listener.name.{name.lower()}.sasl.enabled.mechanisms")
+                                       key_of(name, "sasl.enabled.mechanisms"))
             self.settings[name] = SaslListener(
                 name, mechanisms,
-                reauth_ms=_int(setting, name, "connections.max.reauth.ms", 0),
-                failure_delay_ms=_int(setting, name, "connection.failed.authentication.delay.ms", 100),
-                max_receive_size=_int(setting, name, "sasl.server.max.receive.size", MAX_RECEIVE_SIZE, 1))
+                reauth_ms=_int(setting, key_of, name, "connections.max.reauth.ms", 0),
+                failure_delay_ms=_int(setting, key_of, name, "connection.failed.authentication.delay.ms", 100),
+                max_receive_size=_int(setting, key_of, name, "sasl.server.max.receive.size", MAX_RECEIVE_SIZE, 1))
             if "PLAIN" in mechanisms:
                 entry = jaas_entry(setting, name, "PLAIN")
                 if entry is None:

@@ -421,7 +421,13 @@ def test_user_scram_credential_apis_with_confluent_admin(cluster: SaslCluster) -
         UserScramCredentialDeletion,
         UserScramCredentialUpsertion,
     )
-    admin = AdminClient(confluent_config(cluster.port, "PLAIN", "admin"))
+    # Kafka 2.8 alters credentials on the active controller only (NOT_CONTROLLER elsewhere).
+    async def controller() -> int:
+        async with zk_connect(cluster.zk) as zk:
+            data, _ = await zk.get("/controller")
+            return int(json.loads(data)["brokerid"])
+    port = cluster.sasl_ports[asyncio.run(controller())]
+    admin = AdminClient(confluent_config(port, "PLAIN", "admin"))
     up = UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
                                       PASSWORDS["dave"].encode())
     for f in admin.alter_user_scram_credentials([up]).values():
@@ -438,7 +444,7 @@ def test_user_scram_credential_apis_with_confluent_admin(cluster: SaslCluster) -
     with pytest.raises(Exception, match="RESOURCE_NOT_FOUND|does not exist"):
         gone["dave"].result(timeout=30)
     # alice may not: Alter on the cluster (CLUSTER_AUTHORIZATION_FAILED).
-    alice = AdminClient(confluent_config(cluster.port, "PLAIN", "alice"))
+    alice = AdminClient(confluent_config(port, "PLAIN", "alice"))
     refused = alice.alter_user_scram_credentials([UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_256)])
     with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED|uthoriz"):
         refused["dave"].result(timeout=30)

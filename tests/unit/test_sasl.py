@@ -250,3 +250,42 @@ def test_enabled_mechanisms_refuse_unserved_ones_naming_the_key() -> None:
         mechanisms_of(None)
     with pytest.raises(SaslConfigError, match="OAUTHBEARER"):
         mechanisms_of("PLAIN,OAUTHBEARER")
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    ({}, "sasl.enabled.mechanisms"),
+    ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,GSSAPI"},
+     "listener.name.sasl_plaintext.sasl.enabled.mechanisms"),
+    ({"sasl.enabled.mechanisms": "PLAIN"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"),
+    ({"sasl.enabled.mechanisms": "SCRAM-SHA-512", "connections.max.reauth.ms": "soon"}, "connections.max.reauth.ms"),
+])
+def test_broker_config_refuses_unusable_sasl_settings_naming_the_key(extra: dict[str, str], key: str) -> None:
+    from broker.config import ConfigError, build_config
+    props = {"broker.id": "0", "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093", **extra}
+    with pytest.raises(ConfigError) as e:
+        build_config(props)
+    assert e.value.key == key
+
+
+def test_broker_config_reads_sasl_settings_per_listener() -> None:
+    from broker.config import build_config
+    from broker.security.inter_broker import inter_broker_security
+    cfg = build_config({
+        "broker.id": "0", "listeners": "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093",
+        "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.external.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.external.plain.sasl.jaas.config": JAAS,
+        "listener.name.external.connections.max.reauth.ms": "60000",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.internal.scram-sha-512.sasl.jaas.config":
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b-pw";',
+    })
+    sl = SaslListeners({"INTERNAL": "SASL_PLAINTEXT", "EXTERNAL": "SASL_PLAINTEXT"}, cfg.listener_setting,
+                       CredentialCache())
+    assert sl.settings["INTERNAL"].mechanisms == ("SCRAM-SHA-512",) and sl.settings["INTERNAL"].reauth_ms == 0
+    assert sl.settings["EXTERNAL"].mechanisms == ("PLAIN", "SCRAM-SHA-256")
+    assert sl.settings["EXTERNAL"].reauth_ms == 60000
+    client = inter_broker_security(cfg, "INTERNAL", "SASL_PLAINTEXT")
+    assert (client.sasl_mechanism, client.sasl_username, client.sasl_password) == ("SCRAM-SHA-512", "broker", "b-pw")
+    assert "b-pw" not in repr(client) and "admin-secret" not in repr(cfg)
