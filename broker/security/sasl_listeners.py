@@ -124,12 +124,14 @@ class SaslListeners:
                 self._plain_users[name] = entry.users
 
     def session(self, conn: Any) -> SaslSession | None:
-        """The connection's SASL session; None on a listener that is not SASL."""
+        """The connection's SASL session; None on a listener that is not SASL.
+
+        Asked on every request: a connection of a listener that is not SASL costs one dict lookup."""
+        listener = self.settings.get(getattr(conn, "listener_name", ""))
+        if listener is None or getattr(conn, "security_protocol", "") not in SASL_PROTOCOLS:
+            return None
         session = self._sessions.get(conn)
         if session is None:
-            listener = self.settings.get(getattr(conn, "listener_name", ""))
-            if listener is None or getattr(conn, "security_protocol", "") not in SASL_PROTOCOLS:
-                return None
             session = SaslSession(listener, lambda m, name=listener.name: self._mechanism(name, m), self.clock)
             self._sessions[conn] = session
         return session
