@@ -5,6 +5,7 @@ ALL_APIS is what is registered, by key: the dispatcher serves it and ApiVersions
 
 from broker.apis import (  # noqa: F401  (imported to register)
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
     create_acls,
@@ -17,6 +18,7 @@ from broker.apis import (  # noqa: F401  (imported to register)
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -33,6 +35,8 @@ from broker.apis import (  # noqa: F401  (imported to register)
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     stop_replica,
     sync_group,
     update_metadata,

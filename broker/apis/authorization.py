@@ -81,6 +81,10 @@ RULES: dict[ApiKey, tuple[Rule, ...]] = {
     ApiKey.DESCRIBE_ACLS: (Rule(Op.DESCRIBE, T.CLUSTER),),
     ApiKey.CREATE_ACLS: (Rule(Op.ALTER, T.CLUSTER),),
     ApiKey.DELETE_ACLS: (Rule(Op.ALTER, T.CLUSTER),),
+    # SCRAM credentials (KIP-554): Describe / Alter on the cluster. SaslHandshake and
+    # SaslAuthenticate are checked by nothing: they come before there is anyone to authorize.
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (Rule(Op.DESCRIBE, T.CLUSTER),),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (Rule(Op.ALTER, T.CLUSTER),),
 }
 
 FAILURE: dict[ResourceType, ErrorCode] = {

@@ -15,11 +15,14 @@ from broker.zk.config_entities import (
     CLIENTS,
     DEFAULT_ENTITY,
     ENTITY_TYPES,
+    USERS,
     InvalidConfig,
     sanitize,
     split_config_list,
 )
 from broker.zk.config_writer import alter_entity, read_entity
+from broker.zk.scram_credentials import HASHES as SCRAM_MECHANISMS
+from broker.zk.scram_credentials import ScramCredential, from_password, parse_password_spec
 
 _fail = fail
 
@@ -38,8 +41,8 @@ async def run(args: argparse.Namespace) -> int:
         except ValueError:
             return _fail(f"broker entity name must be a broker id, not {name!r}")
     shown_name = name
-    if args.entity_type == CLIENTS and not args.entity_default:
-        name = sanitize(name)  # Kafka's znode form of a client id
+    if args.entity_type in (CLIENTS, USERS) and not args.entity_default:
+        name = sanitize(name)  # Kafka's znode form of a client id or user principal
     try:
         zk = await connect_zk(args.zookeeper)
     except ToolError as e:
@@ -47,12 +50,16 @@ async def run(args: argparse.Namespace) -> int:
     try:
         current, _ = await read_entity(zk, args.entity_type, name)
         if args.describe:
-            shown = ",".join(f"{k}={v}" for k, v in sorted(current.items()))
+            shown = ",".join(f"{k}={v}" for k, v in sorted(current.items()) if k not in SCRAM_MECHANISMS)
             print(f"Configs for {args.entity_type[:-1]} '{shown_name}' are {shown}")
+            if args.entity_type == USERS:
+                _describe_scram(shown_name, current)
             return 0
         try:
             adds = split_config_list(args.add_config or "")
-        except InvalidConfig as e:
+            if args.entity_type == USERS:
+                _scram_credentials(adds, bool(args.entity_default))
+        except (InvalidConfig, ValueError) as e:
             return _fail(str(e))
         deletes = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
         missing = [k for k in deletes if k not in current and k not in adds]
@@ -68,6 +75,30 @@ async def run(args: argparse.Namespace) -> int:
         return _fail(f"{e}: {NO_AUTH_HINT}")
     finally:
         await zk.close()
+
+
+def _scram_credentials(adds: dict[str, str], default_entity: bool) -> None:
+    """ConfigCommand.preProcessScramCredentials: `SCRAM-SHA-512=[iterations=N,]password=P` becomes
+    the stored credential (new salt; the password itself is never written)."""
+    for mechanism in SCRAM_MECHANISMS:
+        if mechanism in adds:
+            if default_entity:
+                raise ValueError("SCRAM credentials cannot be set for the default user entity")
+            iterations, password = parse_password_spec(mechanism, adds[mechanism])
+            adds[mechanism] = from_password(mechanism, password, iterations).to_config()
+
+
+def _describe_scram(user: str, config: dict[str, str]) -> None:
+    """Kafka's `--describe` of SCRAM credentials: mechanism and iterations, never salt or keys."""
+    infos = []
+    for mechanism in SCRAM_MECHANISMS:
+        if mechanism in config:
+            try:
+                infos.append(f"{mechanism}=iterations={ScramCredential.from_config(config[mechanism]).iterations}")
+            except ValueError:
+                infos.append(f"{mechanism}=(unreadable)")
+    if infos:
+        print(f"SCRAM credential configs for user-principal '{user}' are {', '.join(infos)}")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

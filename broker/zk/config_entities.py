@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from urllib.parse import quote, unquote
 
+from broker.zk.scram_credentials import HASHES as SCRAM_MECHANISMS
+from broker.zk.scram_credentials import ScramCredential
 from quotas.replication import ALL_PARTITIONS as ALL
 
-BROKERS, TOPICS, CLIENTS = "brokers", "topics", "clients"
-ENTITY_TYPES = (BROKERS, TOPICS, CLIENTS)
+BROKERS, TOPICS, CLIENTS, USERS = "brokers", "topics", "clients", "users"
+ENTITY_TYPES = (BROKERS, TOPICS, CLIENTS, USERS)
 DEFAULT_ENTITY = "<default>"
 
 LEADER_RATE = "leader.replication.throttled.rate"
@@ -142,7 +144,18 @@ TOPIC_KEYS = {
 BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long, CLEANER_IO_RATE: _double}
 CLIENT_KEYS = {PRODUCER_BYTE_RATE: lambda k, v: _long(k, v, 1), CONSUMER_BYTE_RATE: lambda k, v: _long(k, v, 1),
                CONTROLLER_MUTATION_RATE: _double}
-KEYS = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS}
+
+
+def _scram_credential(key: str, value: str) -> ScramCredential:
+    """A stored SCRAM credential (broker.zk.scram_credentials); the refusal never repeats the value."""
+    try:
+        return ScramCredential.from_config(value)
+    except ValueError as e:
+        raise InvalidConfig(key, "[hidden]", str(e)) from None
+
+
+USER_KEYS = {mechanism: _scram_credential for mechanism in SCRAM_MECHANISMS}
+KEYS = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS, USERS: USER_KEYS}
 
 
 def sanitize(entity_name: str) -> str:
