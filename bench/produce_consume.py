@@ -253,14 +253,14 @@ def profiled(profile: Path | None, name: str, pid: int) -> Iterator[None]:
 
 def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
             tls: dict[str, str] | None = None, admin: str | None = None, profile: Path | None = None,
-            kcat_repeats: int = 1) -> list[dict]:
+            kcat_repeats: int = 1, metrics_url: str = "") -> list[dict]:
     """Produce then consume n messages on topics of 1 and 8 partitions of one broker; with `tls`
     (librdkafka SSL settings) the clients use them, and topics are created through `admin`."""
     results: list[dict] = []
     for partitions in (1, 8):
         try:
             results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions, tls, admin,
-                                      profile, kcat_repeats)
+                                      profile, kcat_repeats, metrics_url)
         except (RuntimeError, OSError, queue.Empty) as e:  # BrokenBarrierError is a RuntimeError
             if name.startswith("minibroker"):
                 raise
@@ -273,7 +273,7 @@ def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: b
 
 def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
                    partitions: int, tls: dict[str, str] | None = None, admin: str | None = None,
-                   profile: Path | None = None, kcat_repeats: int = 1) -> list[dict]:
+                   profile: Path | None = None, kcat_repeats: int = 1, metrics_url: str = "") -> list[dict]:
     results = []
     topic = f"bench-{partitions}" + ("-ssl" if tls else "")
     asyncio.run(create_topic(admin or bootstrap, topic, partitions))
@@ -281,8 +281,12 @@ def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, 
     # the broker costs, whichever side is the bottleneck.
     progress(f"{name}: producing {n:,} x {VALUE_SIZE} B to {partitions} partition(s), {producers} producer(s)")
     label = name.replace(" ", "-")
+    # Produce requests (the broker's own count): broker CPU per message also depends on how many
+    # messages the producers put in a request, which moves with timing.
+    requests0 = produce_requests(metrics_url)
     with profiled(profile, f"{label}-produce-{partitions}p", pid):
         tp, produce_cpu = produce_parallel(bootstrap, topic, partitions, n, producers, pid, tls)
+    requests = produce_requests(metrics_url) - requests0
     progress(f"{name}: consuming {n:,} from {partitions} partition(s)")
     with profiled(profile, f"{label}-consume-{partitions}p", pid):
         c1 = cpu_seconds(pid)
@@ -303,6 +307,9 @@ def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, 
                         "seconds": round(secs, 3), "msgs_per_s": round(n / secs),
                         "mb_per_s": round(n * VALUE_SIZE / secs / 1e6, 1),
                         "broker_cpu_us_per_msg": round(cpu / n * 1e6, 3)})
+        if kind == "produce" and requests > 0:
+            results[-1].update(requests=int(requests), msgs_per_request=round(n / requests),
+                               broker_cpu_us_per_request=round(cpu / requests * 1e6, 1))
     return results
 
 
@@ -332,7 +339,8 @@ def main() -> None:
                     with cluster(1, source=source) as [broker]:
                         assert broker.proc is not None
                         results += measure(name, broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True,
-                                           profile=args.profile, kcat_repeats=args.kcat_repeats)
+                                           profile=args.profile, kcat_repeats=args.kcat_repeats,
+                                           metrics_url=broker.metrics_url)
                 if args.follower_mb:
                     followers.append(follower_catch_up(name, source, args.follower_mb, args.profile))
     no_tansu = args.security == "ssl" or args.no_tansu
@@ -409,6 +417,17 @@ def measure_ssl(n: int, producers: int) -> list[dict]:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return results
+
+
+def produce_requests(metrics_url: str) -> float:
+    """Produce requests the broker has handled so far (0 without a metrics endpoint)."""
+    if not metrics_url:
+        return 0.0
+    from tests.support.metrics import metric
+    try:
+        return metric(metrics_url, "requests_total", api="Produce")
+    except KeyError:
+        return 0.0
 
 
 def follower_catch_up(name: str, source: Path | None, backlog_mb: int, profile: Path | None) -> dict:
