@@ -203,7 +203,9 @@ class BrokerSession:
             return await self._request(conn, api_key, version, body)
         except ConnectionError as e:
             self._drop((conn.host, conn.port))
-            raise _Retry(f"{what} to {conn.host}:{conn.port} failed: {e}") from e
+            # Why it closed (e.g. a TLS 1.3 alert refusing the client certificate after the handshake).
+            why = f" ({e.__cause__})" if e.__cause__ is not None else ""
+            raise _Retry(f"{what} to {conn.host}:{conn.port} failed: {e}{why}") from e
 
     async def _leader_conn(self, topic: str, partition: int) -> KafkaConnection:
         parts = self._leaders.get(topic) or await self._partitions(topic)

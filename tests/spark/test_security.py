@@ -19,6 +19,8 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from broker.zk.server import ZooKeeperServer  # noqa: E402
+from pipeline.client import BrokerSession, MinibrokerError  # noqa: E402
+from pipeline.options import ReadOptions  # noqa: E402
 from tests.support.brokers import BrokerProcess  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
 from tests.support.tls import Certificates  # noqa: E402
@@ -37,6 +39,7 @@ WRONG = "not-sparks-pw-Jv20"
 class SecureBroker:
     broker: BrokerProcess
     sasl_ssl: str  # host:port of the SASL_SSL listener
+    ssl: str  # host:port of the SSL listener (client certificates required)
     certs: Certificates
 
 
@@ -54,17 +57,18 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory, zk_server_session: Z
             f"{MECH}=[password={PASSWORD}]", check=True)
     certs = Certificates(tmp)
     me = certs.issue("broker", "127.0.0.1", "localhost", unit="brokers")
-    port = free_port()
+    port, ssl_port = free_port(), free_port()
     b = BrokerProcess(tmp, 0, connect, {
+        "listener.name.ssl.ssl.client.auth": "required",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": MECH,
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(me.pem),
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca_pem),
         "auto.create.topics.enable": "false", "offsets.topic.replication.factor": "1"})
     b.props.write_text(b.props.read_text() + f"listeners=PLAINTEXT://127.0.0.1:{b.port},"
-                       f"SASL_SSL://127.0.0.1:{port}\n")
+                       f"SASL_SSL://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}\n")
     b.start()
-    yield SecureBroker(b, f"127.0.0.1:{port}", certs)
+    yield SecureBroker(b, f"127.0.0.1:{port}", f"127.0.0.1:{ssl_port}", certs)
     assert b.stop() == 0, b.log()
 
 
@@ -109,3 +113,33 @@ def test_read_and_write_over_sasl_ssl_scram(spark, secure_broker: SecureBroker) 
     log = secure_broker.broker.log_path.read_text()
     assert "principal='User:spark'" in log and "sasl.authentication_failed" in log
     assert PASSWORD not in log and WRONG not in log
+
+
+def test_client_certificate_from_inline_pem_options(secure_broker: SecureBroker) -> None:
+    """No Spark: the options' ClientSecurity through BrokerSession to an SSL listener that requires
+    a client certificate, given inline (kafka.ssl.keystore.certificate.chain + .key, encrypted,
+    with kafka.ssl.key.password); without it the handshake is refused and the read fails."""
+    topic = "spark-ssl-cert"
+    asyncio.run(create_topic(secure_broker.broker.bootstrap, topic, 3))
+    certs = secure_broker.certs
+    me = certs.issue("spark-client", key_password="key-pw-Lm44")
+    base = {"kafka.bootstrap.servers": secure_broker.ssl, "kafka.security.protocol": "SSL",
+            "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.certificates": certs.ca_text,
+            "subscribe": topic, "timeout.ms": "3000"}
+    with_cert = {**base, "kafka.ssl.keystore.type": "PEM", "kafka.ssl.keystore.certificate.chain": me.chain,
+                 "kafka.ssl.keystore.key": me.key, "kafka.ssl.key.password": "key-pw-Lm44"}
+    with BrokerSession(ReadOptions.parse(with_cert, streaming=False).settings) as session:
+        assert session.partitions(topic) == [0, 1, 2]
+    with BrokerSession(ReadOptions.parse(base, streaming=False).settings) as session, \
+            pytest.raises(MinibrokerError) as refused:
+        session.partitions(topic)
+    # TLS 1.3: the handshake completes on the client's side, then the broker closes the connection
+    # (the alert's reason does not reach the client's transport; the broker logs it).
+    assert "is closed" in str(refused.value), refused.value
+    assert "reason='PEER_DID_NOT_RETURN_A_CERTIFICATE'" in secure_broker.broker.log_path.read_text()
+    assert "key-pw-Lm44" not in str(refused.value)
+    with pytest.raises(MinibrokerError, match="kafka.ssl.keystore.key") as wrong:
+        with BrokerSession(ReadOptions.parse({**with_cert, "kafka.ssl.key.password": "not-it-Qp09"},
+                                             streaming=False).settings) as session:
+            session.partitions(topic)
+    assert "not-it-Qp09" not in str(wrong.value)
