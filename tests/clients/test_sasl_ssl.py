@@ -282,3 +282,70 @@ def test_three_brokers_replicate_over_sasl_ssl(cluster: SaslSsl) -> None:
         log = b.log_path.read_text()
         assert BROKER_PASSWORD not in log and PASSWORDS["bob"] not in log and PASSWORDS["admin"] not in log
         assert "principal='User:broker'" in log  # the other brokers authenticated to this one
+
+
+def test_an_authenticated_stranger_cannot_forge_inter_broker_requests(cluster: SaslSsl) -> None:
+    """The probe's finding: inter-broker requests any client could forge. Here bob is
+    authenticated and may do everything with `sasl-` topics, but has no ClusterAction: a follower
+    Fetch posing as a replica with an offset far ahead gets TOPIC_AUTHORIZATION_FAILED (Kafka's
+    answer) and moves neither the high watermark nor the ISR; a LeaderAndIsr with the cluster's
+    real epochs gets CLUSTER_AUTHORIZATION_FAILED and changes no leadership. A client without
+    credentials cannot send any request at all."""
+    topic = _topic(cluster, "sasl-forge")
+    from confluent_kafka import Producer
+    p = Producer({**_librdkafka_config(cluster), "acks": "all"})
+    for i in range(10):
+        p.produce(topic, b"v%d" % i, partition=0)
+    assert p.flush(60) == 0
+
+    async def forge() -> None:
+        async with zk_connect(cluster.zk) as zk:
+            c = Cluster(cluster.brokers, zk)
+            before = await c.wait_isr(topic, 0, {0, 1, 2})
+            leader = c.by_id(before["leader"])
+            follower = next(r for r in (0, 1, 2) if r != leader.broker_id)
+            controller_epoch = int((await zk.get("/controller_epoch"))[0])
+            broker_epoch = await zk.czxid(f"/brokers/ids/{leader.broker_id}")
+            bob = await KafkaConnection.open("127.0.0.1", leader.port, security=cluster.security("bob"))
+            try:
+                fetched = await bob.request(ApiKey.FETCH, 3, {
+                    "replica_id": follower, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                    "topics": [{"topic": topic, "partitions": [
+                        {"partition": 0, "fetch_offset": 1_000_000, "partition_max_bytes": 1 << 20}]}]})
+                part = fetched["responses"][0]["partitions"][0]
+                assert part["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                # As a consumer bob may read: the high watermark is still the 10 written.
+                consumed = await bob.request(ApiKey.FETCH, 3, {
+                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                    "topics": [{"topic": topic, "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+                assert consumed["responses"][0]["partitions"][0]["high_watermark"] == 10
+                state = {"topic_name": topic, "partition_index": 0, "controller_epoch": controller_epoch,
+                         "leader": follower, "leader_epoch": before["leader_epoch"] + 1, "isr": [follower],
+                         "partition_epoch": 0, "replicas": [0, 1, 2]}
+                answer = await bob.request(ApiKey.LEADER_AND_ISR, 2, {
+                    "controller_id": 0, "controller_epoch": controller_epoch, "broker_epoch": broker_epoch,
+                    "topic_states": [{"topic_name": topic, "partition_states": [state]}],
+                    "live_leaders": [{"broker_id": follower, "host_name": "127.0.0.1",
+                                      "port": c.by_id(follower).port}]}, 10)
+                assert answer["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            finally:
+                await bob.close()
+            after = await c.state(topic, 0)
+            assert (after["leader"], sorted(after["isr"])) == (before["leader"], [0, 1, 2])
+            admin = await KafkaConnection.open("127.0.0.1", leader.port, security=cluster.security("admin"))
+            try:
+                meta = await admin.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
+                assert meta["topics"][0]["partitions"][0]["leader_id"] == before["leader"]
+            finally:
+                await admin.close()
+        # TLS without SASL: the broker answers nothing but the handshake and closes.
+        import dataclasses
+        anonymous = dataclasses.replace(cluster.security("bob"), security_protocol="SSL", sasl_mechanism=None)
+        stranger = await KafkaConnection.open("127.0.0.1", cluster.brokers[0].port, security=anonymous)
+        try:
+            with pytest.raises((ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError)):
+                await stranger.request(ApiKey.METADATA, 1, {"topics": None}, 10)
+        finally:
+            await stranger.close()
+    asyncio.run(forge())
