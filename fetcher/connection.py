@@ -182,7 +182,7 @@ class KafkaConnection:
         self._reauth.authenticated(lifetime_ms)
 
     async def _reauthenticate(self) -> None:
-        """KIP-368 on this connection. Never raises: a failure (refused, timed out, connection lost)
+        """KIP-368 on this connection. Raises only its own cancellation: a failure (refused, timed out, lost)
         closes the connection, and the requests waiting for it then fail with ConnectionError."""
         try:
             await self._authenticate()
