@@ -35,13 +35,14 @@ batch is returned whole even if larger than both limits (v3+); after that, a v3+
 whose first message does not fit gets empty records and no error, while v0-v2 return a
 partial message as Kafka 0.10 did. Consumers (replica_id < 0) read up to the high watermark;
 followers up to the log end. replica_id -2 (debug consumer) may read from a non-leader.
-The response waits up to max_wait_ms for min_bytes, woken only by appends (and high-watermark
-moves) of the partitions it asks for; while it waits, the connection's next requests are read. Record bytes travel
-as slices of the segment files: on a plain TCP connection a record set of SENDFILE_FROM bytes
-or more is handed to the connection as the file range itself (FileSlice) and sent with
-sendfile (broker.network), as Kafka's FileRecords are; otherwise it is read here with one
-pread. A partition whose log directory failed (before or during that read) gets
-KAFKA_STORAGE_ERROR (NOT_LEADER_FOR_PARTITION below v6, as above); a range that cannot be
+The response waits up to max_wait_ms for min_bytes, woken only by what can change its answer
+for the partitions it asks for: a follower's by appends, a consumer's by high-watermark moves
+(either by a change of role, epoch or ISR); while it waits, the connection's next requests are
+read. Record bytes travel as slices of the segment files: on a plain TCP connection a record
+set of SENDFILE_FROM bytes or more is handed to the connection as the file range itself
+(FileSlice) and sent with sendfile (broker.network), as Kafka's FileRecords are; otherwise it is
+read here with one pread. A partition whose log directory failed (before or during that read)
+gets KAFKA_STORAGE_ERROR (NOT_LEADER_FOR_PARTITION below v6, as above); a range that cannot be
 read once its response is going out closes the connection, as Kafka's FileRecords.writeTo
 failing does.
 
@@ -334,7 +335,8 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
         # Woken only by the partitions it asks for (an append elsewhere costs it nothing).
         # Partitions held back by the leader throttle get their budget back continuously, so
         # look again soon rather than only when something is appended.
-        await rm.appended.wait(keys, min(remaining, THROTTLE_RECHECK_S) if held_back else remaining)
+        await rm.wait_for_fetch(keys, follower=not consumer,
+                                timeout_s=min(remaining, THROTTLE_RECHECK_S) if held_back else remaining)
 
 
 def served_versions() -> tuple[int, int]:

@@ -138,6 +138,11 @@ class Partition:
         return (self.topic, self.index)
 
 
+def log_end_key(tp: tuple[str, int]) -> tuple[str, int, str]:
+    """The key follower fetches wait on instead of the partition's own (see ReplicaManager.wake)."""
+    return (tp[0], tp[1], "log end")
+
+
 class ReplicaManager:
     def __init__(self, config: BrokerConfig, zk: ZkClient, metrics: Registry,
                  clock: Callable[[], float] = _now_ms, wall_clock: Callable[[], int] = _wall_ms) -> None:
@@ -161,7 +166,14 @@ class ReplicaManager:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             self.dir_failures.fail(self.log_dir, "create log dir", e)
-        self.appended = KeyedSignal()  # keyed by (topic, partition)
+        # Keyed by (topic, partition): what consumers' fetches and acks=all produces wait on,
+        # fired when the high watermark moves; follower fetches wait on log_end_key, fired by
+        # the leader's appends; `wake` fires both. So an append that does not move the high
+        # watermark wakes only the followers' fetches and a high-watermark move only the
+        # consumers and produces, none re-reading for the others' sake (Kafka's DelayedFetch
+        # makes the same split: a follower's fetch completes on the log end, a consumer's on
+        # the high watermark).
+        self.appended = KeyedSignal()
         self._checkpointed = self._read_checkpoint()
         self._start_checkpointed = self._read_checkpoint(START_CHECKPOINT)
         self._default_log_config = log_config("", {}, config)
@@ -426,7 +438,7 @@ class ReplicaManager:
         else:
             part.tracker.set_replicas(replicas, self.clock())
         self._advance_hw(part)
-        self.appended.fire(part.key)  # a new epoch: waiting fetches check it (KIP-320 fencing)
+        self.wake(part.key)  # a new epoch: waiting fetches check it (KIP-320 fencing)
         return part
 
     def become_follower(self, topic: str, index: int, replicas: list[int], leader: int, leader_epoch: int,
@@ -444,7 +456,7 @@ class ReplicaManager:
         part.tracker = None
         # No truncation here (KIP-101): the replica fetcher truncates before it fetches, by the
         # leader's answer to OffsetForLeaderEpoch, or to the high watermark without epochs.
-        self.appended.fire(part.key)
+        self.wake(part.key)
         return part
 
     def set_log_config(self, part: Partition, config: LogConfig) -> None:
@@ -463,13 +475,13 @@ class ReplicaManager:
         for part in self.partitions.values():
             if part.topic == topic:
                 part.min_insync_replicas = min_isr
-                self.appended.fire(part.key)  # acks=all produces waiting on it check it again
+                self.wake(part.key)  # acks=all produces waiting on it check it again
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         """Stop a replica, deleting its log if asked; InvalidPartitionName for a name no log dir may hold."""
         directory = partition_dir(self.log_dir, topic, index)
         part = self.partitions.get((topic, index))
-        self.appended.fire((topic, index))  # what waits on it answers (NOT_LEADER_FOR_PARTITION)
+        self.wake((topic, index))  # what waits on it answers (NOT_LEADER_FOR_PARTITION)
         if not delete:
             if part is not None:
                 part.leader = -1
@@ -485,6 +497,17 @@ class ReplicaManager:
         log.info("partition.deleted", topic=topic, partition=index)
 
     # ---- produce ---------------------------------------------------------------------
+
+    def wake(self, tp: tuple[str, int]) -> None:
+        """Everything waiting on `tp`, consumers, followers and produces: a change of role,
+        epoch, ISR or log, after which any of them may answer differently."""
+        self.appended.fire(tp)
+        self.appended.fire(log_end_key(tp))
+
+    async def wait_for_fetch(self, keys: list[tuple[str, int]], *, follower: bool, timeout_s: float) -> None:
+        """A long-poll fetch's wait on its partitions: a follower's for their log ends to move, a
+        consumer's for their high watermarks (and either for `wake`)."""
+        await self.appended.wait([log_end_key(tp) for tp in keys] if follower else keys, timeout_s)
 
     def _advance_hw(self, part: Partition) -> None:
         if part.tracker is None:
@@ -554,7 +577,7 @@ class ReplicaManager:
             return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
         part.bytes_in.record(len(validated.buffer), self.clock())
         self._advance_hw(part)
-        self.appended.fire(part.key)
+        self.appended.fire(log_end_key(part.key))  # the followers' fetches (the high watermark fired above if it moved)
         return LeaderAppend(ErrorCode.NONE, first, last, validated.log_append_time, part.log.log_start_offset)
 
     async def wait_for_hw(self, part: Partition, offset: int, timeout_s: float) -> ErrorCode:
@@ -596,7 +619,7 @@ class ReplicaManager:
         if new_hw > part.high_watermark:
             part.high_watermark = new_hw
         if end:
-            self.appended.fire(part.key)  # a debug consumer (replica id -2) may long-poll a follower
+            self.wake(part.key)  # a debug consumer (replica id -2) may long-poll a follower
         return end
 
     def truncate_follower(self, tp: tuple[str, int], offset: int) -> None:
@@ -857,7 +880,7 @@ class ReplicaManager:
             self._isr_changes.add(part.key)
             self._last_isr_change_ms = self.clock()
             self._advance_hw(part)
-            self.appended.fire(part.key)
+            self.wake(part.key)
 
     async def _propagate_isr_changes(self, force: bool = False) -> None:
         now = self.clock()

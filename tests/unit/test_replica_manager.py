@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,43 @@ def test_leader_high_watermark_follows_the_partitions_isr(rm: ReplicaManager) ->
     rm.become_leader("t", 0, [1, 2, 3], 1, [1, 2], 1, 1, 1, None)
     assert part.isr == [1, 2] and part.high_watermark == 10
     assert part.tracker is not None and part.tracker.followers[3].log_end_offset == 4
+
+
+async def test_appends_wake_followers_and_high_watermark_moves_wake_consumers_and_produces(
+        rm: ReplicaManager) -> None:
+    """Each wait wakes on what can change its answer: a follower's fetch on the log end, a
+    consumer's fetch and an acks=all produce on the high watermark; `wake` (a new epoch, an
+    ISR change, the replica stopped) on either."""
+    part = rm.become_leader("t", 0, [1, 2, 3], 0, [1, 2, 3], 0, 1, 1, None)
+
+    def waiting() -> tuple[asyncio.Task[None], asyncio.Task[None], asyncio.Task[ErrorCode]]:
+        return (asyncio.create_task(rm.wait_for_fetch([TP], follower=True, timeout_s=30)),
+                asyncio.create_task(rm.wait_for_fetch([TP], follower=False, timeout_s=30)),
+                asyncio.create_task(rm.wait_for_hw(part, part.log_end_offset + 1, 30)))
+
+    follower, consumer, produce = waiting()
+    await asyncio.sleep(0)
+    rm.append(part, records(1), acks=-1, config=ValidationConfig(1 << 20))  # 2 and 3 still at 0
+    await asyncio.sleep(0)
+    assert follower.done() and not consumer.done() and not produce.done()
+    follower = asyncio.create_task(rm.wait_for_fetch([TP], follower=True, timeout_s=30))
+    await asyncio.sleep(0)
+    rm.record_follower_fetch(part, 2, 1)  # 3 holds the high watermark back: nothing wakes
+    await asyncio.sleep(0)
+    assert not (follower.done() or consumer.done() or produce.done())
+    rm.record_follower_fetch(part, 3, 1)  # the high watermark moves to 1
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert part.high_watermark == 1
+    assert consumer.done() and produce.done() and produce.result() == ErrorCode.NONE
+    assert not follower.done()  # its answer (the log end) did not change
+    follower, consumer, produce = waiting()
+    await asyncio.sleep(0)
+    rm.become_leader("t", 0, [1, 2, 3], 1, [1, 2], 1, 1, 1, None)  # a new epoch: every wait looks again
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert follower.done() and consumer.done()
+    produce.cancel()  # still short of its offset: it waits on, as it should
 
 
 class FakeFetchers:
