@@ -81,6 +81,9 @@ RULES: dict[ApiKey, tuple[Rule, ...]] = {
     ApiKey.DESCRIBE_ACLS: (Rule(Op.DESCRIBE, T.CLUSTER),),
     ApiKey.CREATE_ACLS: (Rule(Op.ALTER, T.CLUSTER),),
     ApiKey.DELETE_ACLS: (Rule(Op.ALTER, T.CLUSTER),),
+    # Client quotas (KafkaApis.handleDescribe/AlterClientQuotasRequest).
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (Rule(Op.DESCRIBE_CONFIGS, T.CLUSTER),),
+    ApiKey.ALTER_CLIENT_QUOTAS: (Rule(Op.ALTER_CONFIGS, T.CLUSTER),),
 }
 
 FAILURE: dict[ResourceType, ErrorCode] = {

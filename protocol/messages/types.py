@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Generic, NotRequired, TypedDict, TypeVar
 
 from protocol.messages import (
+    alter_client_quotas,
     alter_configs,
     api_versions,
     controlled_shutdown,
@@ -24,6 +25,7 @@ from protocol.messages import (
     delete_groups,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -1434,6 +1436,108 @@ class OffsetDeleteResponse(TypedDict):
     topics: list[OffsetDeleteResponseTopic]
 
 
+# ---- DescribeClientQuotas (key 48), versions 0-1 -------------------------------------------------
+
+
+class DescribeClientQuotasRequestComponent(TypedDict):
+    """An element of DescribeClientQuotasRequest.components[]."""
+
+    entity_type: str
+    match_type: int
+    match: str | None
+
+
+class DescribeClientQuotasRequest(TypedDict):
+    """DescribeClientQuotas request, versions 0-1."""
+
+    components: list[DescribeClientQuotasRequestComponent]
+    strict: bool
+
+
+class DescribeClientQuotasResponseEntryEntity(TypedDict):
+    """An element of DescribeClientQuotasResponse.entries[].entity[]."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class DescribeClientQuotasResponseEntryValue(TypedDict):
+    """An element of DescribeClientQuotasResponse.entries[].values[]."""
+
+    key: str
+    value: float
+
+
+class DescribeClientQuotasResponseEntry(TypedDict):
+    """An element of DescribeClientQuotasResponse.entries[]."""
+
+    entity: list[DescribeClientQuotasResponseEntryEntity]
+    values: list[DescribeClientQuotasResponseEntryValue]
+
+
+class DescribeClientQuotasResponse(TypedDict):
+    """DescribeClientQuotas response, versions 0-1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponseEntry] | None
+
+
+# ---- AlterClientQuotas (key 49), versions 0-1 ----------------------------------------------------
+
+
+class AlterClientQuotasRequestEntryEntity(TypedDict):
+    """An element of AlterClientQuotasRequest.entries[].entity[]."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasRequestEntryOp(TypedDict):
+    """An element of AlterClientQuotasRequest.entries[].ops[]."""
+
+    key: str
+    value: float
+    remove: bool
+
+
+class AlterClientQuotasRequestEntry(TypedDict):
+    """An element of AlterClientQuotasRequest.entries[]."""
+
+    entity: list[AlterClientQuotasRequestEntryEntity]
+    ops: list[AlterClientQuotasRequestEntryOp]
+
+
+class AlterClientQuotasRequest(TypedDict):
+    """AlterClientQuotas request, versions 0-1."""
+
+    entries: list[AlterClientQuotasRequestEntry]
+    validate_only: bool
+
+
+class AlterClientQuotasResponseEntryEntity(TypedDict):
+    """An element of AlterClientQuotasResponse.entries[].entity[]."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasResponseEntry(TypedDict):
+    """An element of AlterClientQuotasResponse.entries[]."""
+
+    error_code: int
+    error_message: str | None
+    entity: list[AlterClientQuotasResponseEntryEntity]
+
+
+class AlterClientQuotasResponse(TypedDict):
+    """AlterClientQuotas response, versions 0-1."""
+
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponseEntry]
+
+
 # ---- DescribeCluster (key 60), versions 0-0 ------------------------------------------------------
 
 
@@ -1524,5 +1628,9 @@ DELETE_GROUPS: Api[DeleteGroupsRequest, DeleteGroupsResponse] = Api(delete_group
 INCREMENTAL_ALTER_CONFIGS: Api[IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse] = Api(
     incremental_alter_configs.API_KEY, incremental_alter_configs.NAME)
 OFFSET_DELETE: Api[OffsetDeleteRequest, OffsetDeleteResponse] = Api(offset_delete.API_KEY, offset_delete.NAME)
+DESCRIBE_CLIENT_QUOTAS: Api[DescribeClientQuotasRequest, DescribeClientQuotasResponse] = Api(
+    describe_client_quotas.API_KEY, describe_client_quotas.NAME)
+ALTER_CLIENT_QUOTAS: Api[AlterClientQuotasRequest, AlterClientQuotasResponse] = Api(
+    alter_client_quotas.API_KEY, alter_client_quotas.NAME)
 DESCRIBE_CLUSTER: Api[DescribeClusterRequest, DescribeClusterResponse] = Api(
     describe_cluster.API_KEY, describe_cluster.NAME)
