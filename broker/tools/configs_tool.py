@@ -145,6 +145,11 @@ def _quota_config_text(config: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(config.items()) if not k.startswith("SCRAM-"))
 
 
+def _refusal(e: InvalidConfig) -> str:
+    # A SCRAM credential (a password, on the way in) is never repeated in a message.
+    return f"Invalid configuration {e.key}: {e.why}" if e.key.startswith("SCRAM-") else str(e)
+
+
 async def _run_quota_entity(args: argparse.Namespace, types: list[str], names: list[str]) -> int:
     try:
         pairs = _quota_entity(types, names)
@@ -170,7 +175,7 @@ async def _run_quota_entity(args: argparse.Namespace, types: list[str], names: l
         try:
             adds = split_config_list(args.add_config or "")
         except InvalidConfig as e:
-            return _fail(str(e))
+            return _fail(_refusal(e))
         deletes = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
         current, _ = await read_entity(zk, etype, znode)
         missing = [k for k in deletes if k not in current and k not in adds]
@@ -179,7 +184,7 @@ async def _run_quota_entity(args: argparse.Namespace, types: list[str], names: l
         try:
             await alter_entity(zk, etype, znode, adds, deletes, force=True)
         except InvalidConfig as e:
-            return _fail(str(e))
+            return _fail(_refusal(e))
         print(f"Completed updating config for entity: {_shown(named)}.")
         return 0
     finally:

@@ -147,8 +147,9 @@ class DynamicConfigManager:
                 validate(etype, {key: value})
                 accepted[key] = value
             except InvalidConfig as e:
-                log.warning("config.invalid_value", entity_type=etype, entity=name, key=key, error=str(e),
-                            kept=previous.get(key))
+                secret = key.startswith("SCRAM-")  # credentials share the user znodes: values never logged
+                log.warning("config.invalid_value", entity_type=etype, entity=name, key=key,
+                            error=e.why if secret else str(e), kept=None if secret else previous.get(key))
                 if key in previous:
                     accepted[key] = previous[key]
         self.in_force[(etype, name)] = accepted

@@ -21,7 +21,7 @@ from tests.support.brokers import BrokerProcess
 from tests.support.metrics import metric
 from tests.support.tools import configs
 from tests.support.topics import create_topic
-from tests.support.wire import connect, produce
+from tests.support.wire import connect, fetch, produce
 
 pytestmark = pytest.mark.integration
 
@@ -106,16 +106,29 @@ async def test_alter_and_describe_client_quotas_as_kafka(broker_factory) -> None
             resp = await conn.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": components, "strict": False})
             assert resp["error_code"] == code and resp["entries"] is None, resp
 
-        # The alteration reached the broker's quotas: uq-api is metered under (ANONYMOUS, uq-api) at 30 kB/s.
-        assert (await create_topic(b, "uq-api", check=False))["error_code"] == 0
-        deadline = time.monotonic() + 15
+    # The alterations reached the broker's quotas: uq-api produces under (ANONYMOUS, uq-api) at 30 kB/s,
+    # and consumes under the <default> user's 1 MB/s, counted as the user ANONYMOUS. A restarted
+    # broker finds the same entities at start-up (nested <user>/clients/<id> included).
+    assert (await create_topic(b, "uq-api", check=False))["error_code"] == 0
+    await quotas_in_force(b)
+    b.stop()
+    b.start()
+    await quotas_in_force(b)
+
+
+async def quotas_in_force(b: BrokerProcess) -> None:
+    want = {("ANONYMOUS", "uq-api", "produce"): 30000, ("ANONYMOUS", "", "fetch"): 1e6}
+    deadline = time.monotonic() + 20
+    async with await connect(b, "uq-api") as conn:
         while True:
             await produce(conn, "uq-api", 0, [(None, b"q" * 100)])
+            await fetch(conn, [("uq-api", 0, 0, 1000)])
             try:
-                if metric(b, "client_quota_bytes_per_second", user="ANONYMOUS", client_id="uq-api",
-                          type="produce") == 30000:
-                    break
+                got = {k: metric(b, "client_quota_bytes_per_second", user=k[0], client_id=k[1], type=k[2])
+                       for k in want}
+                if got == want:
+                    return
             except KeyError:
                 pass
-            assert time.monotonic() < deadline, "the altered quota never reached the broker"
+            assert time.monotonic() < deadline, "the altered quotas never reached the broker"
             await asyncio.sleep(0.2)
