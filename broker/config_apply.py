@@ -70,8 +70,13 @@ class ConfigApplier:
     async def on_user_config(self, name: str, config: dict[str, str]) -> None:
         """`<user>` or `<user>/clients/<id>`: the user stays sanitized (Kafka's UserEntity), the
         client id is desanitized (its ClientIdEntity)."""
-        user, nested, client = name.partition(f"/{CLIENTS}/")
-        self._set_quotas(user, _client_id(client) if nested else None, config)
+        parts = name.split("/")
+        if len(parts) == 1:
+            self._set_quotas(parts[0], None, config)
+        elif len(parts) == 3 and parts[1] == CLIENTS:
+            self._set_quotas(parts[0], _client_id(parts[2]), config)
+        else:  # as Kafka's UserConfigHandler, which refuses the path
+            log.warning("quota.bad_user_entity", entity=bounded(name))
 
     def _set_quotas(self, user: str | None, client_id: str | None, config: dict[str, str]) -> None:
         # Only the three quota keys: a user znode's SCRAM credentials are never read or logged here.

@@ -67,3 +67,9 @@ async def test_user_configs_set_the_user_levels_and_ignore_scram_credentials(tmp
     assert a.produce_quotas.entities.quotas == {("alice", None): 2000.0}  # nothing from the SCRAM key
     await a.handlers()["users"]("alice", {})  # the znode emptied or deleted: the quota goes
     assert a.produce_quotas.quota("app/1", user="alice") is None
+
+
+async def test_a_user_entity_path_of_another_shape_is_ignored(tmp_path: Path) -> None:
+    a = applier(tmp_path)
+    await a.handlers()["users"]("alice/groups/x", {"producer_byte_rate": "2000"})
+    assert a.produce_quotas.entities.quotas == {}
