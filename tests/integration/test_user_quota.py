@@ -33,7 +33,7 @@ from tests.support.metrics import metric, samples, scrape
 from tests.support.replication import log_bytes
 from tests.support.tools import configs
 from tests.support.topics import create_topic
-from tests.support.traffic import produce_one
+from tests.support.traffic import consume_for, produce_bytes, produce_one
 from tests.support.wire import connect
 
 pytestmark = pytest.mark.integration
@@ -171,6 +171,31 @@ async def test_user_quota_then_user_client_quota_take_precedence(broker: BrokerP
     r = configs(b.zk_connect, *user_entity(user), "--entity-type", "clients", "--describe")
     assert (f"Configs for user-principal '{user.name}', client-id 'uq-app' are "
             f"producer_byte_rate={user_client_quota}") in r.stdout, r.stdout
+
+
+def rate_between(marks: list[tuple[float, int]], t0: float, t1: float) -> float:
+    a = max((m for m in marks if m[0] <= t0), default=marks[0])
+    z = max((m for m in marks if m[0] <= t1), default=marks[-1])
+    return (z[1] - a[1]) / (z[0] - a[0])
+
+
+async def test_fetch_quota_of_the_default_user_over_a_client_quota(broker: BrokerProcess,
+                                                                   quota_user: QuotaUser) -> None:
+    b, user = broker, quota_user
+    quota = 200 * KB
+    assert (await create_topic(b, "data", check=False))["error_code"] == 0
+    await asyncio.to_thread(produce_bytes, b.bootstrap, "data", 1, 6_000_000, **user.client_conf)
+    # Level 8 (every client id: 1 MB/s) under level 6 (every user: 200 kB/s): the user's applies.
+    alter(b.zk_connect, "--entity-type", "clients", "--entity-default", config="consumer_byte_rate=1000000")
+    alter(b.zk_connect, "--entity-type", "users", "--entity-default", config=f"consumer_byte_rate={quota}")
+    marks: list[tuple[float, int]] = []
+    await asyncio.to_thread(consume_for, b.bootstrap, "uq-reader", "data", 18, marks, **user.client_conf)
+    steady = rate_between(marks, 5, 17)  # message values; the quota also counts ~4% framing
+    print(f"default user consumer quota {quota} B/s: {steady:.0f} B/s of values")
+    assert 0.85 * quota <= steady * 1.04 <= 1.15 * quota, steady
+    # Metered as this user (a sensor of its own under the shared <default> quota).
+    assert metric(b, "client_quota_bytes_per_second", user=user.name, client_id="", type="fetch") == quota
+    assert metric(b, "client_throttle_time_ms", user=user.name, client_id="", type="fetch") > 0
 
 
 def create_body(name: str, partitions: int) -> dict[str, Any]:
