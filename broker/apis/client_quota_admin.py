@@ -19,17 +19,20 @@ fails gets INVALID_REQUEST with Kafka's message and writes nothing; the other en
 Departures: IP entities (KIP-612's connection-rate quotas) are not served: an IP filter describes
 nothing and altering one is INVALID_REQUEST. `request_percentage` (request-time quotas) is shown
 if present but not accepted, like any key this broker does not enforce; the byte rates must be
-at least 1 (as `minibroker configs` requires).
+at least 1 (as `minibroker configs` requires); names of `.` or `..` or longer than 8192
+characters as znode names are INVALID_REQUEST (ZooKeeper refuses the first, and the second
+could exceed its packet limit).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from broker.apis.admin import AdminError
-from broker.zk.client import NoNodeError, ZkClient
+from broker.zk.client import BadVersionError, NoNodeError, ZkClient
 from broker.zk.config_entities import (
     CLIENT_KEYS,
     CLIENTS,
@@ -50,6 +53,10 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 # QuotaConfigs.isClientOrUserQuotaConfig: what Describe shows of an entity znode.
 SHOWN_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, "request_percentage", "controller_mutation_rate")
 LONG_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE)
+# A request's names become ZooKeeper paths: one past ZooKeeper's packet limit (jute.maxbuffer, 1 MB)
+# would cost the broker its session, so names are bounded (Kafka 2.8 has no bound).
+MAX_ZNODE_NAME = 8192
+_WRITES = asyncio.Lock()
 
 
 class _Any:
@@ -121,7 +128,12 @@ class QuotaFilter:
 
 
 def _znode(name: Name) -> str:
-    return DEFAULT_ENTITY if name is None else sanitize(name)
+    if name in (".", ".."):  # kept by Kafka's Sanitizer, refused by ZooKeeper as a path segment
+        raise _invalid(f"Invalid entity name {name!r}")
+    znode = DEFAULT_ENTITY if name is None else sanitize(name)
+    if len(znode) > MAX_ZNODE_NAME:
+        raise _invalid(f"Entity name of {len(znode)} characters (as a znode name) is longer than {MAX_ZNODE_NAME}")
+    return znode
 
 
 def _name(znode: str) -> Name:
@@ -222,7 +234,6 @@ def _stored(key: str, value: float) -> str:
 async def alter(zk: ZkClient, entity: list[dict[str, Any]], ops: list[dict[str, Any]], validate_only: bool) -> None:
     """One entry: raises AdminError (nothing written) when refused."""
     etype, znode = _entity_znode(entity)
-    current, _ = await read_entity(zk, etype, znode)
     adds: dict[str, str] = {}
     deletes: list[str] = []
     for op in ops:
@@ -240,8 +251,13 @@ async def alter(zk: ZkClient, entity: list[dict[str, Any]], ops: list[dict[str, 
         raise _invalid(str(e)) from None
     if validate_only:
         return
-    deletes = [k for k in deletes if k in current]
-    try:
-        await alter_entity(zk, etype, znode, adds, deletes, force=True)
-    except InvalidConfig as e:
-        raise _invalid(str(e)) from None
+    # Kafka sets the znode unconditionally; alter_entity's set is conditional, so this broker's own
+    # writers take turns and another writer (another broker, the tool) costs a read and a retry.
+    async with _WRITES:
+        for _ in range(5):
+            try:
+                await alter_entity(zk, etype, znode, adds, deletes, force=True)
+                return
+            except (BadVersionError, InvalidConfig):  # validated above: only a concurrent create is left
+                continue
+    raise AdminError(ErrorCode.REQUEST_TIMED_OUT, f"{etype}/{znode} kept changing")

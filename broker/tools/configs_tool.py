@@ -97,6 +97,8 @@ def _quota_entity(types: list[str], names: list[str]) -> list[tuple[str, str | N
         raise ValueError(f"Only '{USERS}' and '{CLIENTS}' entity types may be specified together")
     if len(names) > len(types):
         raise ValueError("more --entity-name/--entity-default than --entity-type")
+    if any(n in (".", "..") for n in names):
+        raise ValueError("an entity name cannot be . or .. (ZooKeeper refuses them as znode names)")
     # "" is --entity-default; a type beyond the names given has None: all entities (--describe).
     pairs = [(t, None if i >= len(names) else sanitize(names[i]) if names[i] else DEFAULT_ENTITY)
              for i, t in enumerate(types)]
