@@ -48,7 +48,10 @@ async def alter_entity(zk: ZkClient, entity_type: str, znode_name: str, adds: Ma
         except NodeExistsError:
             raise InvalidConfig(path, "", "was created concurrently; run the command again") from None
     else:
-        await zk.set(path, body, version=version)
+        try:
+            await zk.set(path, body, version=version)
+        except NoNodeError:  # deleted since it was read (a topic being deleted): as a concurrent create
+            raise InvalidConfig(path, "", "was deleted concurrently; run the command again") from None
     await zk.ensure_path(L.CONFIG_CHANGES)
     await zk.create(f"{L.CONFIG_CHANGES}/config_change_",
                     L.dumps({"version": 2, "entity_path": f"{entity_type}/{znode_name}"}), sequential=True)
