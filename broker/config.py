@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from broker.config_env import properties_from_env
 from broker.security.acl import AUTHORIZER_NAMES, parse_super_users
+from broker.security.ssl_settings import SslSettingsError, listener_ssl_settings
+from broker.zk import jaas
 from broker.zk.config_entities import InvalidConfig, cleanup_policy
 
 LONG_MAX = (1 << 63) - 1
@@ -92,7 +94,28 @@ def parse_listeners(key: str, raw: str) -> list[Listener]:
 DEFAULT_PROTOCOL_MAP = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
                         "SASL_SSL": "SASL_SSL"}
 SECURITY_PROTOCOLS = frozenset(DEFAULT_PROTOCOL_MAP.values())
-SERVED_PROTOCOLS = frozenset({"PLAINTEXT"})  # TLS and SASL come with the security issue
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+
+# The per-listener SSL keys (KIP-651 PEM only); each may also be given as
+# `listener.name.<lowercase listener name>.<key>`, which wins (Kafka's rule).
+SSL_KEYS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.certificates", "ssl.truststore.password", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
+})
+LISTENER_PREFIX = "listener.name."
+
+
+def is_security_key(key: str) -> bool:
+    """SSL and SASL keys, bare or per listener: read through `BrokerConfig.listener_setting`, not _PARSERS.
+
+    SASL keys (`sasl.*`, `listener.name.<l>.<mechanism>.sasl.jaas.config`…) are the SASL part's to check."""
+    rest = key
+    if key.startswith(LISTENER_PREFIX):
+        _, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+    return rest in SSL_KEYS or rest.startswith("sasl.") or ".sasl." in rest
 
 
 def parse_protocol_map(key: str, raw: str) -> dict[str, str]:
@@ -150,10 +173,15 @@ class BrokerConfig:
     listener_security_protocol_map: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_PROTOCOL_MAP))
     # Kafka's default: the listener named after security.inter.broker.protocol (PLAINTEXT).
     inter_broker_listener_name: str = "PLAINTEXT"
+    # Kafka's older key; only one of the two may be given (it names the listener after the protocol).
+    security_inter_broker_protocol: str = "PLAINTEXT"
     log_dirs: list[Path] = field(default_factory=lambda: [Path("/tmp/minibroker-logs")])
     log_segment_bytes: int = 1 << 30
     zookeeper_connect: str = "127.0.0.1:2181"
     zookeeper_session_timeout_ms: int = 6000
+    zookeeper_set_acl: bool = False
+    # From the JAAS file $KAFKA_OPTS names, as Kafka's (broker/zk/jaas.py); not a key, never shown.
+    zookeeper_credentials: jaas.ZkCredentials | None = field(default=None, repr=False)
     num_partitions: int = 1
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
@@ -241,6 +269,9 @@ class BrokerConfig:
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False
     unknown_keys: list[str] = field(default_factory=list)
+    # SSL and SASL keys as given, bare and `listener.name.<l>.`-prefixed (secrets among them: kept
+    # out of `given`, so DescribeConfigs never lists them). Read with `listener_setting`.
+    security_props: dict[str, str] = field(default_factory=dict, repr=False)
     # The known keys as given (file and overrides): DescribeConfigs names them STATIC_BROKER_CONFIG.
     given: dict[str, str] = field(default_factory=dict)
 
@@ -273,6 +304,27 @@ class BrokerConfig:
                 return lst
         return self.advertised_endpoints[0]
 
+    def listener_protocol(self, listener_name: str) -> str:
+        """The security protocol of a named listener (listener.security.protocol.map)."""
+        return self.listener_security_protocol_map[listener_name.upper()]
+
+    @property
+    def inter_broker_protocol(self) -> str:
+        return self.listener_protocol(self.inter_broker_listener_name)
+
+    def listener_setting_key(self, listener_name: str, key: str) -> str:
+        """The key that supplies `key` on this listener: the `listener.name.<name>.` one when given."""
+        prefixed = f"{LISTENER_PREFIX}{listener_name.lower()}.{key}"
+        return prefixed if prefixed in self.security_props else key
+
+    def listener_setting(self, listener_name: str, key: str, default: str | None = None) -> str | None:
+        """A per-listener setting: `listener.name.<lowercase name>.<key>`, else `<key>`, else `default`
+        (raw text; a bare key that has a parser of its own is read as given)."""
+        used = self.listener_setting_key(listener_name, key)
+        if used in self.security_props:
+            return self.security_props[used]
+        return self.given.get(used, default)
+
     @property
     def metrics_address(self) -> tuple[str, int] | None:
         if not self.metrics_listener:
@@ -304,6 +356,13 @@ def _cleanup_policy(key: str, raw: str) -> str:
         raise ConfigError(key, raw, e.why) from None
 
 
+def _security_protocol(key: str, raw: str) -> str:
+    proto = raw.strip().upper()
+    if proto not in SECURITY_PROTOCOLS:
+        raise ConfigError(key, raw, f"unknown security protocol; one of {sorted(SECURITY_PROTOCOLS)}")
+    return proto
+
+
 def _non_negative(key: str, raw: str) -> int:
     return _int(key, raw, 0)
 
@@ -318,11 +377,13 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "advertised.listeners": ("advertised_listeners", parse_listeners),
     "listener.security.protocol.map": ("listener_security_protocol_map", parse_protocol_map),
     "inter.broker.listener.name": ("inter_broker_listener_name", lambda k, v: v.strip().upper()),
+    "security.inter.broker.protocol": ("security_inter_broker_protocol", _security_protocol),
     "log.dirs": ("log_dirs", lambda k, v: [Path(p.strip()) for p in v.split(",") if p.strip()]),
     "log.dir": ("log_dirs", lambda k, v: [Path(v.strip())]),
     "log.segment.bytes": ("log_segment_bytes", lambda k, v: _int(k, v, 14)),
     "zookeeper.connect": ("zookeeper_connect", lambda k, v: v.strip()),
     "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _positive),
+    "zookeeper.set.acl": ("zookeeper_set_acl", _bool),
     "num.partitions": ("num_partitions", _positive),
     "default.replication.factor": ("default_replication_factor", _positive),
     "min.insync.replicas": ("min_insync_replicas", _positive),
@@ -398,10 +459,29 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
 KNOWN_KEYS = frozenset(_PARSERS)
 
 
+def _logical_lines(text: str) -> Iterable[str]:
+    """Java properties lines: one ending in an odd number of backslashes continues on the next,
+    whose leading blanks are dropped (how an inline PEM value spans lines)."""
+    pending: str | None = None
+    for raw in text.splitlines():
+        line = raw.lstrip() if pending is not None else raw
+        if pending is None and line.strip()[:1] in ("#", "!"):
+            yield line
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending = (pending or "") + line[:-1]
+            continue
+        yield (pending or "") + line
+        pending = None
+    if pending is not None:
+        yield pending
+
+
 def read_properties(path: Path) -> dict[str, str]:
-    """Java-properties subset: `key=value` or `key: value`, `#`/`!` comments, no continuations."""
+    """Java-properties subset: `key=value` or `key: value`, `#`/`!` comments, `\\` continuations."""
     props: dict[str, str] = {}
-    for line in path.read_text().splitlines():
+    for line in _logical_lines(path.read_text()):
         s = line.strip()
         if not s or s[0] in "#!":
             continue
@@ -431,11 +511,25 @@ def build_config(props: dict[str, str], overrides: Iterable[str] = (),
         merged[key.strip()] = value.strip()
         source.pop(key.strip(), None)
     try:
-        return _build(merged)
+        cfg = _build(merged)
     except ConfigError as e:
         if e.key in source:
             raise ConfigError(e.key, merged.get(e.key, ""), f"{e.why} (from {source[e.key]})") from None
         raise
+    _zookeeper_credentials(cfg, environ or {})
+    return cfg
+
+
+def _zookeeper_credentials(cfg: BrokerConfig, environ: Mapping[str, str]) -> None:
+    """Kafka's KafkaServer.initZkClient: the client authenticates whenever the JAAS file has a
+    `Client` section, and zookeeper.set.acl=true without one refuses to start."""
+    try:
+        cfg.zookeeper_credentials = jaas.credentials_from_env(environ)
+    except jaas.JaasError as e:
+        raise ConfigError(jaas.LOGIN_CONFIG_PROPERTY, "", f"{e} (from {jaas.OPTS_VARIABLE})") from None
+    if cfg.zookeeper_set_acl and cfg.zookeeper_credentials is None:
+        raise ConfigError("zookeeper.set.acl", "true", "no ZooKeeper credentials: set KAFKA_OPTS="
+                          f"-D{jaas.LOGIN_CONFIG_PROPERTY}=<file> naming a JAAS file with a Client section")
 
 
 def _build(merged: dict[str, str]) -> BrokerConfig:
@@ -443,6 +537,9 @@ def _build(merged: dict[str, str]) -> BrokerConfig:
     names = {f.name for f in fields(cfg)}
     for key, raw in merged.items():
         spec = _PARSERS.get(key)
+        if spec is None and is_security_key(key):
+            cfg.security_props[key] = raw
+            continue
         if spec is None:
             cfg.unknown_keys.append(key)
             continue
@@ -455,7 +552,14 @@ def _build(merged: dict[str, str]) -> BrokerConfig:
     if cfg.max_connections_per_ip == 0 and not cfg.max_connections_per_ip_overrides:
         # Kafka's KafkaConfig requirement: 0 only makes sense as a default that overrides lift.
         raise ConfigError("max.connections.per.ip", "0", "0 requires max.connections.per.ip.overrides")
+    if "security.inter.broker.protocol" in merged:
+        if "inter.broker.listener.name" in merged:
+            raise ConfigError("security.inter.broker.protocol", merged["security.inter.broker.protocol"],
+                              "only one of inter.broker.listener.name and security.inter.broker.protocol "
+                              "should be set")
+        cfg.inter_broker_listener_name = cfg.security_inter_broker_protocol
     _check_listeners(cfg, merged)
+    _check_listener_security(cfg)
     return cfg
 
 
@@ -474,8 +578,6 @@ def _check_listeners(cfg: BrokerConfig, merged: dict[str, str]) -> None:
         if proto is None:
             raise ConfigError("listener.security.protocol.map", merged.get("listener.security.protocol.map", ""),
                               f"no security protocol defined for listener {lst.name}")
-        if proto not in SERVED_PROTOCOLS:
-            raise ConfigError("listeners", raw, f"listener {lst.name} uses {proto}; only PLAINTEXT is served")
     if cfg.advertised_listeners is not None:
         adv_raw = merged.get("advertised.listeners", "")
         adv_names = [lst.name for lst in cfg.advertised_listeners]
@@ -489,8 +591,20 @@ def _check_listeners(cfg: BrokerConfig, merged: dict[str, str]) -> None:
                 raise ConfigError("advertised.listeners", adv_raw,
                                   "cannot use the nonroutable meta-address 0.0.0.0")
     if cfg.inter_broker_listener_name not in {lst.name for lst in cfg.advertised_endpoints}:
-        raise ConfigError("inter.broker.listener.name", merged.get("inter.broker.listener.name", "PLAINTEXT"),
+        key = ("security.inter.broker.protocol" if "security.inter.broker.protocol" in merged
+               else "inter.broker.listener.name")
+        raise ConfigError(key, merged.get(key, "PLAINTEXT"),
                           "must be a listener name defined in advertised.listeners")
+
+
+def _check_listener_security(cfg: BrokerConfig) -> None:
+    """Each TLS listener's SSL settings are well formed (their files are read when the broker starts)."""
+    for lst in cfg.listeners:
+        if cfg.listener_protocol(lst.name) in TLS_PROTOCOLS:
+            try:
+                listener_ssl_settings(cfg, lst.name, cfg.listener_protocol(lst.name))
+            except SslSettingsError as e:
+                raise ConfigError(e.key, e.value, e.why) from None
 
 
 def load_config(path: Path, overrides: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> BrokerConfig:

@@ -121,7 +121,7 @@ _STATIC_TYPES: dict[str, ConfigType] = {
     "log.cleanup.policy": ConfigType.LIST,
     "log.cleaner.threads": ConfigType.INT,
     **dict.fromkeys(("auto.create.topics.enable", "unclean.leader.election.enable",
-                     "controlled.shutdown.enable", "log.cleaner.enable"), ConfigType.BOOLEAN),
+                     "controlled.shutdown.enable", "log.cleaner.enable", "zookeeper.set.acl"), ConfigType.BOOLEAN),
 }
 
 

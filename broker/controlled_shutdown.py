@@ -14,6 +14,7 @@ import structlog
 from broker.controller.controller import Controller
 from broker.metadata import MetadataCache
 from fetcher.connection import KafkaConnection
+from fetcher.security import ClientSecurity
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
@@ -21,7 +22,7 @@ log = structlog.get_logger()
 
 
 async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controller: Controller,
-                              attempts: int = 3) -> None:
+                              attempts: int = 3, security: ClientSecurity | None = None) -> None:
     """Ask the controller to move leadership away before this broker exits."""
     for attempt in range(attempts):
         cid = metadata.controller_id
@@ -36,7 +37,8 @@ async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controlle
             if info is None:
                 return
             try:
-                async with await KafkaConnection.open(info.host, info.port, f"broker-{broker_id}", 5) as c:
+                async with await KafkaConnection.open(info.host, info.port, f"broker-{broker_id}", 5,
+                                                  security=security) as c:
                     resp = await c.request(ApiKey.CONTROLLED_SHUTDOWN, 2,
                                            {"broker_id": broker_id, "broker_epoch": epoch}, 30)
                 if resp["error_code"] == 0 and not resp["remaining_partitions"]:

@@ -52,8 +52,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from broker.security.acl import ANONYMOUS
+
 if TYPE_CHECKING:
     from broker.dispatch import Dispatcher
+    from broker.security.ssl_listener import ListenerTls
 
 _SIZE = struct.Struct(">i")
 T = TypeVar("T")
@@ -89,11 +92,16 @@ class Connection:
     say that its request now only waits."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 listener_name: str = "PLAINTEXT") -> None:
+                 listener_name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT") -> None:
         self.reader = reader
         self.writer = writer
         # The named listener this connection came in on: Metadata answers with its endpoints.
         self.listener_name = listener_name
+        # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (the listener's, listener.security.protocol.map).
+        self.security_protocol = security_protocol
+        # Who is asking, for the authorizer: from the client certificate on SSL (set once the
+        # handshake is done), from the SASL exchange on SASL_*; User:ANONYMOUS until then.
+        self.principal = ANONYMOUS
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.mute_until = 0.0
@@ -621,8 +629,11 @@ class ConnectionLimits:
 
 class Listener:
     def __init__(self, dispatcher: Dispatcher, host: str, port: int, max_frame_bytes: int,
-                 limits: ConnectionLimits | None = None, name: str = "PLAINTEXT") -> None:
+                 limits: ConnectionLimits | None = None, name: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT", tls: ListenerTls | None = None) -> None:
         self.name = name
+        self.security_protocol = security_protocol
+        self.tls = tls  # SSL and SASL_SSL listeners: the TLS context and principal mapping
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -636,8 +647,16 @@ class Listener:
 
     async def start(self) -> None:
         await self.limits.resolve_overrides()
-        self._server = await asyncio.start_server(self._on_connect, self.host, self.port,
-                                                  reuse_address=True, limit=1 << 20)
+        if self.tls is None:
+            self._server = await asyncio.start_server(self._on_connect, self.host, self.port,
+                                                      reuse_address=True, limit=1 << 20)
+        else:
+            # What start_server builds, behind the TLS handshake (broker/security/ssl_listener.py).
+            def stream() -> asyncio.Protocol:
+                return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=1 << 20), self._on_connect)
+
+            self._server = await asyncio.get_running_loop().create_server(
+                self.tls.protocol_factory(self.name, stream), self.host, self.port, reuse_address=True)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         self.limits.start_idle_expiry(self.connections)
@@ -659,7 +678,15 @@ class Listener:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        conn = Connection(reader, writer, self.name)
+        conn = Connection(reader, writer, self.name, self.security_protocol)
+        if self.tls is not None and self.security_protocol == "SSL":  # SASL_SSL: the SASL exchange names it
+            try:
+                conn.principal = self.tls.principal(writer.get_extra_info("ssl_object"))
+            except ValueError as e:  # no ssl.principal.mapping.rules rule applies, or a malformed subject
+                log.warning("connection.tls_principal_refused", peer=conn.peer, listener=self.name, reason=str(e))
+                self._tasks.discard(task)
+                writer.transport.abort()
+                return
         refused = self.limits.admit(conn)
         if refused:
             log.warning("connection.refused", peer=conn.peer, reason=refused)

@@ -16,7 +16,7 @@ from broker.apis import ALL_APIS
 from broker.apis.admin import Admin
 from broker.apis.config_admin import ConfigAdmin
 from broker.broker_metrics import register_quota_gauges, register_replication_gauges
-from broker.config import BrokerConfig
+from broker.config import TLS_PROTOCOLS, BrokerConfig, ConfigError
 from broker.config_apply import ConfigApplier
 from broker.controlled_shutdown import controlled_shutdown
 from broker.controller.controller import Controller
@@ -37,6 +37,9 @@ from broker.replication.roles import PartitionRoles
 from broker.replication.throttles import ReplicationThrottles
 from broker.security.acl import Policy, parse_super_users
 from broker.security.authorizer import Authorizer
+from broker.security.inter_broker import inter_broker_security
+from broker.security.ssl_listener import ListenerTls
+from broker.security.ssl_settings import SslSettingsError, listener_ssl_settings
 from broker.signal import Signal
 from broker.zk import layout as L
 from broker.zk.client import NodeExistsError, NoNodeError, ZkClient, ZkUnavailable
@@ -54,13 +57,32 @@ class StartupError(RuntimeError):
     pass
 
 
+def _listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:
+    """Each SSL / SASL_SSL listener's TLS context, its PEM files read now."""
+    out = {}
+    for lst in config.listeners:
+        if config.listener_protocol(lst.name) in TLS_PROTOCOLS:
+            try:
+                out[lst.name] = ListenerTls.from_settings(
+                    listener_ssl_settings(config, lst.name, config.listener_protocol(lst.name)))
+            except SslSettingsError as e:
+                raise ConfigError(e.key, e.value, e.why) from None
+    return out
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.metrics = Registry()
-        self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms)
+        self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms,
+                           credentials=config.zookeeper_credentials, secure_acls=config.zookeeper_set_acl)
         self.metadata = MetadataCache(inter_broker_listener=config.inter_broker_listener_name)
+        # TLS contexts first: a key or certificate that cannot be loaded stops start-up (ConfigError).
+        self.listener_tls = _listener_tls(config)
+        # How this broker reaches the others' inter.broker.listener.name endpoint.
+        self.inter_broker_security = inter_broker_security(config, config.inter_broker_listener_name,
+                                                           config.inter_broker_protocol)
         self.metadata_updated = Signal()
         # Segment descriptors are bounded (broker/log/open_files.py), below the soft RLIMIT_NOFILE.
         SEGMENT_FILES.configure(config.log_max_open_segment_files)
@@ -69,7 +91,8 @@ class Broker:
         self.throttles = ReplicationThrottles(self.broker_id, config.replication_quota_window_num,
                                               config.replication_quota_window_size_seconds,
                                               lambda: time.monotonic() * 1000)
-        self.fetchers = FetcherManager(config, self.replicas, self.throttles, self.throttles.follower_lag)
+        self.fetchers = FetcherManager(config, self.replicas, self.throttles, self.throttles.follower_lag,
+                                       security=self.inter_broker_security)
         # A failed log directory's partitions are fetched no more (Kafka's handleLogDirFailure).
         self.replicas.on_offline(self.fetchers.remove)
         self.topic_configs = TopicConfigs(self.zk)
@@ -88,7 +111,7 @@ class Broker:
                                             log_cleaning.CleanerRate(config, self.log_cleaner))
         self.dynamic_config = DynamicConfigManager(self.zk, self.config_applier.handlers())
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable,
-                                     config.inter_broker_listener_name)
+                                     config.inter_broker_listener_name, security=self.inter_broker_security)
         self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,
                            self.metadata_updated)
         self.producer_ids = ProducerIdManager(self.zk, self.broker_id)
@@ -112,7 +135,8 @@ class Broker:
                      ConnectionLimits(config.max_connections, config.max_connections_per_ip,
                                       config.max_connections_per_ip_overrides, config.connections_max_idle_ms,
                                       config.queued_max_request_bytes,
-                                      config.max_in_flight_requests_per_connection), name=lst.name)
+                                      config.max_in_flight_requests_per_connection), name=lst.name,
+                     security_protocol=config.listener_protocol(lst.name), tls=self.listener_tls.get(lst.name))
             for lst in config.listeners]
         self.listener = self.listeners[0]
         self.health = HealthFile(os.environ.get(HEALTH_FILE_ENV))
@@ -256,7 +280,8 @@ class Broker:
 
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away before this broker exits."""
-        await controlled_shutdown(self.broker_id, self.metadata, self.controller)
+        await controlled_shutdown(self.broker_id, self.metadata, self.controller,
+                                  security=self.inter_broker_security)
 
     async def stop(self, controlled: bool = True) -> None:
         log.info("broker.stopping")

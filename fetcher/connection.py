@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import itertools
+import ssl
 from collections.abc import Mapping
 from typing import Any, cast
 
+from fetcher.security import PLAINTEXT, ClientSecurity
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.framing import frame
@@ -100,10 +103,18 @@ class _FrameProtocol(asyncio.BufferedProtocol):
             self.closed.set_result(None)
 
 
+@functools.lru_cache(maxsize=16)
+def _ssl_context(security: ClientSecurity) -> ssl.SSLContext | None:
+    """One TLS context per security setting: a replica fetcher or tool that reconnects does not
+    re-read its PEM files (or rewrite an inline key to a temporary file) every time."""
+    return security.ssl_context()
+
+
 class KafkaConnection:
     def __init__(self, host: str, port: int, client_id: str = "minibroker-tool",
-                 reuse_fetch_buffers: bool = False) -> None:
+                 reuse_fetch_buffers: bool = False, security: ClientSecurity | None = None) -> None:
         self.host = host
+        self.security = security or PLAINTEXT
         # Only for a caller that is done with one fetch response before it sends the next Fetch.
         self.reuse_fetch_buffers = reuse_fetch_buffers
         self.port = port
@@ -115,11 +126,23 @@ class KafkaConnection:
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str = "minibroker-tool", timeout: float = 10,
-                   reuse_fetch_buffers: bool = False) -> KafkaConnection:
-        conn = cls(host, port, client_id, reuse_fetch_buffers)
+                   reuse_fetch_buffers: bool = False, security: ClientSecurity | None = None) -> KafkaConnection:
+        """Connects; over SSL/SASL_SSL the TLS handshake is done (server certificate verified) on return.
+
+        Raises SecurityConfigError for unusable key material, ssl.SSLError (e.g. a certificate
+        that does not verify) or OSError/TimeoutError for the connection itself."""
+        conn = cls(host, port, client_id, reuse_fetch_buffers, security)
         loop = asyncio.get_running_loop()
-        _, conn._protocol = await asyncio.wait_for(
-            loop.create_connection(lambda: _FrameProtocol(conn), host, port), timeout)
+        ctx = _ssl_context(conn.security)
+        if ctx is None:
+            _, conn._protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: _FrameProtocol(conn), host, port), timeout)
+        else:
+            _, conn._protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: _FrameProtocol(conn), host, port, ssl=ctx, server_hostname=host,
+                                       ssl_handshake_timeout=timeout), timeout)
+        # SASL_PLAINTEXT / SASL_SSL: the SASL exchange (SaslHandshake, SaslAuthenticate) goes here,
+        # after the TLS handshake and before the connection is handed out.
         return conn
 
     def _header(self, api_key: int, version: int, correlation_id: int) -> bytes:

@@ -29,6 +29,7 @@ from typing import NotRequired, Protocol, cast
 import structlog
 
 from fetcher.connection import KafkaConnection
+from fetcher.security import PLAINTEXT, ClientSecurity
 from fetcher.truncation import truncation_for
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -85,6 +86,8 @@ class FetcherSettings:
     response_max_bytes: int = 10 * 1024 * 1024
     partition_max_bytes: int = 1024 * 1024
     backoff_ms: int = 1000
+    # How to reach the leaders' inter-broker listener (TLS, SASL).
+    security: ClientSecurity = PLAINTEXT
 
 
 class ReplicaFetcher:
@@ -179,7 +182,7 @@ class ReplicaFetcher:
             # the connection may recycle the response buffer.
             self._conn = await KafkaConnection.open(self.host, self.port,
                                                     client_id=f"replica-fetcher-{self.settings.replica_id}", timeout=5,
-                                                    reuse_fetch_buffers=True)
+                                                    reuse_fetch_buffers=True, security=self.settings.security)
         return self._conn
 
     async def _run(self) -> None:

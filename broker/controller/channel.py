@@ -15,6 +15,7 @@ import structlog
 
 from broker.zk.layout import BrokerInfo
 from fetcher.connection import KafkaConnection
+from fetcher.security import PLAINTEXT, ClientSecurity
 
 log = structlog.get_logger()
 
@@ -31,8 +32,9 @@ class _Request:
 
 
 class _BrokerSender:
-    def __init__(self, info: BrokerInfo, controller_id: int) -> None:
+    def __init__(self, info: BrokerInfo, controller_id: int, security: ClientSecurity = PLAINTEXT) -> None:
         self.info = info
+        self.security = security
         self.controller_id = controller_id
         self.queue: asyncio.Queue[_Request] = asyncio.Queue()
         self.task = asyncio.create_task(self._run())
@@ -47,7 +49,7 @@ class _BrokerSender:
                     if self.conn is None:
                         self.conn = await KafkaConnection.open(self.info.host, self.info.port,
                                                                client_id=f"controller-{self.controller_id}",
-                                                               timeout=5)
+                                                               timeout=5, security=self.security)
                     resp = await self.conn.request(req.api_key, req.version, req.body, timeout=req.timeout)
                     if not req.done.done():
                         req.done.set_result(resp)
@@ -80,8 +82,9 @@ class _BrokerSender:
 
 
 class ControllerChannel:
-    def __init__(self, controller_id: int) -> None:
+    def __init__(self, controller_id: int, security: ClientSecurity = PLAINTEXT) -> None:
         self.controller_id = controller_id
+        self.security = security  # for the brokers' inter-broker listener
         self.senders: dict[int, _BrokerSender] = {}
 
     def set_brokers(self, brokers: dict[int, BrokerInfo]) -> list[asyncio.Task[None]]:
@@ -91,7 +94,7 @@ class ControllerChannel:
                 closing.append(asyncio.create_task(self.senders.pop(bid).close()))
         for bid, info in brokers.items():
             if bid not in self.senders:
-                self.senders[bid] = _BrokerSender(info, self.controller_id)
+                self.senders[bid] = _BrokerSender(info, self.controller_id, self.security)
         return closing
 
     def send(self, broker_id: int, api_key: int, version: int, body: dict[str, Any],

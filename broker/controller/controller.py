@@ -38,6 +38,7 @@ from broker.controller.log_dir_events import no_leader, take_notifications
 from broker.controller.reassign import Reassigner
 from broker.zk import layout as L
 from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, Watch, ZkClient, ZkError
+from fetcher.security import PLAINTEXT, ClientSecurity
 
 log = structlog.get_logger()
 
@@ -50,8 +51,9 @@ TP = tuple[str, int]
 
 class Controller:
     def __init__(self, zk: ZkClient, broker_id: int, unclean_leader_election: bool = False,
-                 inter_broker_listener: str = "PLAINTEXT") -> None:
+                 inter_broker_listener: str = "PLAINTEXT", security: ClientSecurity = PLAINTEXT) -> None:
         self.zk = zk
+        self.security = security  # how the channel connects to that listener
         # Whose endpoint the controller connects to and hands out as a leader's (live_leaders).
         self.inter_broker_listener = inter_broker_listener
         self.broker_id = broker_id
@@ -144,7 +146,7 @@ class Controller:
             await self.ctx.channel.close()
         self.ctx.active = True
         log.info("controller.elected", controller_epoch=self.ctx.epoch)
-        self.ctx.channel = ControllerChannel(self.broker_id)
+        self.ctx.channel = ControllerChannel(self.broker_id, self.security)
         if not self._watches_armed:
             self._watches_armed = True
             await self.zk.watch_children(L.BROKER_IDS, self._on(self._brokers_changed))

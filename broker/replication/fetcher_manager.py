@@ -18,6 +18,7 @@ from broker.config import BrokerConfig
 from broker.replication.replica_manager import Partition, ReplicaManager
 from broker.zk.layout import BrokerInfo
 from fetcher.replica_fetcher import FetcherSettings, FetchThrottle, ReplicaFetcher
+from fetcher.security import PLAINTEXT, ClientSecurity
 
 log = structlog.get_logger()
 TP = tuple[str, int]
@@ -25,7 +26,7 @@ TP = tuple[str, int]
 
 class FetcherManager:
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, throttle: FetchThrottle | None = None,
-                 lag: dict[TP, int] | None = None) -> None:
+                 lag: dict[TP, int] | None = None, security: ClientSecurity | None = None) -> None:
         self.config = config
         self.lag = lag
         self.replicas = replicas
@@ -36,7 +37,8 @@ class FetcherManager:
         self.settings = FetcherSettings(
             replica_id=config.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
             min_bytes=config.replica_fetch_min_bytes, response_max_bytes=config.replica_fetch_response_max_bytes,
-            partition_max_bytes=config.replica_fetch_max_bytes, backoff_ms=config.replica_fetch_backoff_ms)
+            partition_max_bytes=config.replica_fetch_max_bytes, backoff_ms=config.replica_fetch_backoff_ms,
+            security=security or PLAINTEXT)
 
     # ReplicaSink -------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from broker.security.acl import (
     pascal,
 )
 from broker.tools.group_admin import AdminError, GroupAdmin
+from broker.tools.tool_support import ToolError, add_command_config, command_config
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
@@ -176,7 +177,12 @@ async def run(args: argparse.Namespace) -> int:
         print("Command must include exactly one action: --list, --add, --remove.", file=sys.stderr)
         return 1
     try:
-        async with GroupAdmin(args.bootstrap_server, args.timeout / 1000, "minibroker-acls") as admin:
+        security = command_config(getattr(args, "command_config", None))
+    except ToolError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    try:
+        async with GroupAdmin(args.bootstrap_server, args.timeout / 1000, "minibroker-acls", security) as admin:
             return await run_with(admin, args)
     except (UsageError, ValueError) as e:
         print(f"Error: {e}", file=sys.stderr)
@@ -189,6 +195,7 @@ async def run(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("acls", help="add, remove and list ACLs (kafka-acls)")
     p.add_argument("--bootstrap-server", required=True, help="host:port[,host:port...]")
+    add_command_config(p)
     p.add_argument("--add", action="store_true", help="add ACLs")
     p.add_argument("--remove", action="store_true", help="remove ACLs")
     p.add_argument("--list", action="store_true", help="list ACLs")

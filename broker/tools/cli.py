@@ -10,6 +10,7 @@ from pathlib import Path
 
 from broker.config import ConfigError, load_config
 from broker.logs import configure
+from broker.tools.tool_support import add_command_config
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -25,7 +26,12 @@ def _serve(args: argparse.Namespace) -> int:
     from broker.server import Broker, StartupError
 
     async def run() -> int:
-        broker = Broker(config)
+        try:
+            broker = Broker(config)  # reads the TLS listeners' PEM files
+        except ConfigError as e:
+            print(f"minibroker: {e}", file=sys.stderr)
+            log.error("broker.config_refused", key=e.key, reason=e.why)
+            return 2
         try:
             await broker.run_until_signal()
         except StartupError as e:
@@ -80,6 +86,12 @@ def _acls(args: argparse.Namespace) -> int:
     return asyncio.run(acls_tool.run(args))
 
 
+def _zk_security_migration(args: argparse.Namespace) -> int:
+    from broker.tools import zk_security_migration
+    configure(None, level="warning")
+    return asyncio.run(zk_security_migration.run(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minibroker", description="A Kafka-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -101,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     topics = sub.add_parser("topics", help="create, alter, delete, describe and list topics")
     topics.add_argument("--bootstrap-server", required=True)
+    add_command_config(topics)
     action = topics.add_mutually_exclusive_group(required=True)
     for name in ("create", "alter", "delete", "describe", "list"):
         action.add_argument(f"--{name}", action="store_true")
@@ -125,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     from broker.tools import acls_tool
     acls_tool.add_parser(sub)
     sub.choices["acls"].set_defaults(func=_acls)
+    from broker.tools import zk_security_migration
+    zk_security_migration.add_parser(sub)
+    sub.choices["zookeeper-security-migration"].set_defaults(func=_zk_security_migration)
     return parser
 
 

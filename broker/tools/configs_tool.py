@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 
-from broker.tools.tool_support import ToolError, connect_zk, fail
-from broker.zk.client import NoNodeError, ZkClient
+from broker.tools.tool_support import NO_AUTH_HINT, ZK_AUTH_HELP, ToolError, connect_zk, fail
+from broker.zk.client import NoAuthError, NoNodeError, ZkClient
 from broker.zk.config_entities import (
     CLIENTS,
     DEFAULT_ENTITY,
@@ -82,6 +82,8 @@ async def run(args: argparse.Namespace) -> int:
             return _fail(str(e))
         print(f"Completed updating config for {args.entity_type[:-1]} {shown_name}.")
         return 0
+    except NoAuthError as e:
+        return _fail(f"{e}: {NO_AUTH_HINT}")
     finally:
         await zk.close()
 
@@ -189,12 +191,14 @@ async def _run_quota_entity(args: argparse.Namespace, types: list[str], names: l
             return _fail(_refusal(e))
         print(f"Completed updating config for entity: {_shown(named)}.")
         return 0
+    except NoAuthError as e:
+        return _fail(f"{e}: {NO_AUTH_HINT}")
     finally:
         await zk.close()
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("configs", help="alter or describe dynamic configs in ZooKeeper")
+    p = sub.add_parser("configs", help="alter or describe dynamic configs in ZooKeeper", epilog=ZK_AUTH_HELP)
     p.add_argument("--zookeeper", required=True, help="host:port[/chroot]")
     # Repeatable, in kafka-configs' order: `--entity-type users --entity-name U --entity-type
     # clients --entity-default`; names and defaults land in one list, in command-line order.

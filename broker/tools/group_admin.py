@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fetcher.connection import KafkaConnection
+from fetcher.security import ClientSecurity
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
@@ -54,8 +55,10 @@ class Broker:
 class GroupAdmin:
     """Connections to one cluster, opened lazily per broker; `close()` ends them all."""
 
-    def __init__(self, bootstrap: str, timeout_s: float, client_id: str = "minibroker-groups") -> None:
+    def __init__(self, bootstrap: str, timeout_s: float, client_id: str = "minibroker-groups",
+                 security: ClientSecurity | None = None) -> None:
         self.bootstrap = bootstrap
+        self.security = security  # --command-config
         self.timeout_s = timeout_s
         self.client_id = client_id
         self._conns: dict[tuple[str, int], KafkaConnection] = {}
@@ -79,7 +82,7 @@ class GroupAdmin:
         conn = self._conns.get((host, port))
         if conn is not None and conn._closed_exc is None:
             return conn
-        conn = await KafkaConnection.open(host, port, self.client_id, timeout=self.timeout_s)
+        conn = await KafkaConnection.open(host, port, self.client_id, timeout=self.timeout_s, security=self.security)
         self._conns[(host, port)] = conn
         return conn
 

@@ -50,6 +50,7 @@ from broker.tools.groups_plan import (
     parse_topic_arg,
     plan_reset,
 )
+from broker.tools.tool_support import ToolError, add_command_config, command_config
 from protocol.consumer_protocol import assignment_partitions
 
 CONSUMER_PROTOCOL = "consumer"
@@ -323,7 +324,11 @@ async def run(args: argparse.Namespace, output: Output | None = None) -> int:
     if args.topic and action not in ("reset_offsets", "delete_offsets"):
         return out.error("--topic goes with --reset-offsets and --delete-offsets only")
     try:
-        async with GroupAdmin(args.bootstrap_server, args.timeout / 1000) as admin:
+        security = command_config(getattr(args, "command_config", None))
+    except ToolError as e:
+        return out.error(str(e))
+    try:
+        async with GroupAdmin(args.bootstrap_server, args.timeout / 1000, security=security) as admin:
             if action == "list":
                 return await list_groups(admin, out)
             if action == "describe":
@@ -342,6 +347,7 @@ async def run(args: argparse.Namespace, output: Output | None = None) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("groups", help="list, describe, reset and delete consumer groups (kafka-consumer-groups)")
     p.add_argument("--bootstrap-server", required=True, help="host:port[,host:port...]")
+    add_command_config(p)
     for name in ("list", "describe", "reset-offsets", "delete", "delete-offsets"):
         p.add_argument(f"--{name}", action="store_true")
     p.add_argument("--group", action="append", help="a group id (repeatable for --describe, --reset-offsets, "

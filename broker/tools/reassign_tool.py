@@ -50,9 +50,9 @@ from broker.controller.reassign_plan import (
     throttle_lists,
     validate,
 )
-from broker.tools.tool_support import ToolError, connect_zk, fail
+from broker.tools.tool_support import NO_AUTH_HINT, ZK_AUTH_HELP, ToolError, connect_zk, fail
 from broker.zk import layout as L
-from broker.zk.client import NoNodeError, ZkClient
+from broker.zk.client import NoAuthError, NoNodeError, ZkClient
 from broker.zk.config_entities import (
     DEFAULT_ENTITY,
     FOLLOWER_RATE,
@@ -507,12 +507,15 @@ async def run(args: argparse.Namespace) -> int:
         return await verify(zk, args)
     except _InvalidConfig as e:
         return _fail(str(e))
+    except NoAuthError as e:
+        return _fail(f"{e}: {NO_AUTH_HINT}")
     finally:
         await zk.close()
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("reassign", help="move partitions between brokers (kafka-reassign-partitions)")
+    p = sub.add_parser("reassign", help="move partitions between brokers (kafka-reassign-partitions)",
+                       epilog=ZK_AUTH_HELP)
     p.add_argument("--zookeeper", required=True, help="host:port[/chroot]")
     p.add_argument("--generate", action="store_true")
     p.add_argument("--execute", action="store_true")

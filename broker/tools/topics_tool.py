@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from broker.tools.tool_support import ToolError, command_config
 from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -88,13 +89,18 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    try:
+        security = command_config(getattr(args, "command_config", None))
+    except ToolError as e:
+        return _fail(str(e))
     conn = None
     errors = []
     # Like Kafka's tools: any reachable server of the bootstrap list will do.
     for server in args.bootstrap_server.split(","):
         host, _, port = server.strip().rpartition(":")
         try:
-            conn = await KafkaConnection.open(host or "127.0.0.1", int(port), timeout=args.timeout)
+            conn = await KafkaConnection.open(host or "127.0.0.1", int(port), timeout=args.timeout,
+                                              security=security)
             break
         except (OSError, TimeoutError, ValueError) as e:
             errors.append(f"{server}: {e}")

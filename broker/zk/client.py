@@ -19,6 +19,15 @@ aiozk has pitfalls this module exists to contain:
 - `ensure_path` makes container znodes, which ZooKeeper deletes when their last child goes,
   e.g. `/brokers/ids` when the last broker stops; parents are made as plain znodes here.
 
+With credentials (broker/zk/jaas.py) every connection, the first and each reconnection, sends
+`addauth digest user:password` before any other request: ZooKeeper keeps authentication per
+connection, not per session, so a resumed session on a new connection would otherwise act
+unauthenticated. The auth packet is written synchronously inside the transition to CONNECTED,
+before any waiting request is woken, and ZooKeeper handles it before reading the next packet.
+With `secure_acls` (zookeeper.set.acl) every znode created here, parents and the chroot included,
+gets broker/zk/znode_acls.py's ACL for its path (Kafka's ZkData.defaultAcls). Znodes that exist
+already keep theirs (`minibroker zookeeper-security-migration` changes them, as Kafka's tool).
+
 A connect string may end in a chroot (`host:port,host:port/chroot`), as in Kafka's
 `zookeeper.connect`; the chroot is created when missing, as Kafka does.
 """
@@ -39,7 +48,11 @@ import structlog
 from aiozk import exc as zkexc
 from aiozk import protocol
 from aiozk.protocol import WatchEvent
+from aiozk.protocol.acl import ACL, ID
 from aiozk.states import States
+
+from broker.zk.jaas import ZkCredentials
+from broker.zk.znode_acls import ZnodeAcl, default_acls
 
 log = structlog.get_logger()
 
@@ -86,6 +99,10 @@ class FencedError(ZkError):
     """A write guarded by another znode's version (`set_fenced`) found that znode changed."""
 
 
+class NoAuthError(ZkError):
+    """ZooKeeper refused the operation for this client's identity (NoAuth, InvalidACL, AuthFailed)."""
+
+
 class ZkUnavailable(ZkError):
     """ZooKeeper did not answer within the retry budget."""
 
@@ -95,6 +112,9 @@ _MAPPED: dict[type[BaseException], type[ZkError]] = {
     zkexc.NodeExists: NodeExistsError,
     zkexc.BadVersion: BadVersionError,
     zkexc.NotEmpty: NotEmptyError,
+    zkexc.NoAuth: NoAuthError,
+    zkexc.InvalidACL: NoAuthError,
+    zkexc.AuthFailed: NoAuthError,
 }
 # Errors after which the same request may simply be sent again.
 _TRANSIENT: tuple[type[BaseException], ...] = (
@@ -211,8 +231,19 @@ class Watch:
 
 
 class ZkClient:
-    def __init__(self, connect: str, session_timeout_ms: int = 18000, retry_budget_s: float | None = None) -> None:
+    def __init__(self, connect: str, session_timeout_ms: int = 18000, retry_budget_s: float | None = None,
+                 credentials: ZkCredentials | None = None, secure_acls: bool = False) -> None:
+        """`credentials`: authenticate every connection with the digest scheme. `secure_acls`:
+        create znodes with Kafka's secure ACLs (needs credentials: the server expands the `auth`
+        scheme to the connection's identities and refuses it on an unauthenticated one)."""
+        if secure_acls and credentials is None:
+            raise ValueError("secure ZooKeeper ACLs need credentials to authenticate with")
         self.connect = connect
+        self.credentials = credentials
+        self.secure_acls = secure_acls
+        self._acl_cache: dict[tuple[ZnodeAcl, ...], list[Any]] = {}
+        # The connection the auth packet went out on (one per connection, not per transition).
+        self._authed_conn: Any = None
         self.servers, self.chroot = split_connect(connect)
         self.session_timeout_s = session_timeout_ms / 1000
         # Long enough to ride out a ZooKeeper restart, short enough that a dead ensemble surfaces.
@@ -260,6 +291,7 @@ class ZkClient:
         if zk is not self._zk or self._closed:
             return
         if state in _UP:
+            self._authenticate(zk)
             session_id = zk.session.session_id
             if self._live_session is not None and session_id != self._live_session:
                 # Before any request or watch event of the new session: whatever acted on the
@@ -278,6 +310,35 @@ class ZkClient:
             self._drops += 1
             if self._notifier is not None:
                 log.warning("zk.disconnected", state=state)
+
+    def _authenticate(self, zk: aiozk.ZKClient) -> None:
+        """Sends the auth packet on a new connection, first of all: called inside the transition to
+        CONNECTED, before aiozk wakes any request waiting for it (they resume on later loop turns)."""
+        conn = zk.session.conn
+        if self.credentials is None or conn is None or conn is self._authed_conn:
+            return
+        self._authed_conn = conn
+        answer = conn.send(protocol.AuthRequest(type=0, scheme="digest", auth=self.credentials.digest_auth()))
+        answer.add_done_callback(self._auth_answered)
+
+    def _auth_answered(self, answer: asyncio.Future[Any]) -> None:
+        if answer.cancelled():
+            return
+        error = answer.exception()
+        # A lost connection fails the packet too; the next connection sends it again.
+        if error is not None and not isinstance(error, _TRANSIENT):
+            # The user names whose credentials were refused; the password never appears.
+            log.error("zk.auth_failed", scheme="digest", user=self.credentials.username if self.credentials else None,
+                      error=type(error).__name__)
+
+    def _acls(self, path: str) -> list[Any]:
+        """aiozk's ACL list for a znode created at `path` (below the chroot)."""
+        chosen = default_acls(path, self.secure_acls)
+        acls = self._acl_cache.get(chosen)
+        if acls is None:
+            acls = [ACL(perms=a.perms, id=ID(scheme=a.scheme, id=a.id)) for a in chosen]
+            self._acl_cache[chosen] = acls
+        return acls
 
     def _arm_drop_detector(self, zk: aiozk.ZKClient, conn: Any) -> None:
         task = getattr(conn, "read_loop_task", None)
@@ -344,7 +405,8 @@ class ZkClient:
             self._zk.chroot = self._zk.normalize_path(self.chroot)
         self.session_id = self._zk.session.session_id
         self._notifier = asyncio.create_task(self._notify_reconnects(), name="zk-session")
-        log.info("zk.connected", servers=self.servers, chroot=self.chroot, session=hex(self.session_id or 0))
+        log.info("zk.connected", servers=self.servers, chroot=self.chroot, session=hex(self.session_id or 0),
+                 auth_user=self.credentials.username if self.credentials else None, secure_acls=self.secure_acls)
 
     async def close(self) -> None:
         if self._closed:
@@ -451,7 +513,8 @@ class ZkClient:
         drops = self._drops
 
         async def create_once() -> str:
-            return await self._zk.create(path, data, ephemeral=ephemeral, sequential=sequential)
+            return await self._zk.create(path, data, acl=self._acls(path), ephemeral=ephemeral,
+                                         sequential=sequential)
 
         async def once() -> str:
             nonlocal attempts
@@ -553,14 +616,25 @@ class ZkClient:
 
         await self._retrying(once, f"delete {path}")
 
+    async def get_acl(self, path: str) -> tuple[ZnodeAcl, ...]:
+        acls = await self._retrying(lambda: self._zk.get_acl(path), f"get_acl {path}")
+        return tuple(ZnodeAcl(int(a.perms), str(a.id.scheme), str(a.id.id)) for a in acls)
+
+    async def set_default_acl(self, path: str) -> None:
+        """Gives an existing znode the ACL this client would create it with (idempotent)."""
+        raw = self.raw_path(path)
+        await self._retrying(lambda: self._zk.send(protocol.SetACLRequest(path=raw, acl=self._acls(path), version=-1)),
+                             f"set_acl {path}")
+
     async def ensure_path(self, path: str) -> None:
         await self._retrying(lambda: self._ensure(path), f"ensure_path {path}")
 
     async def _ensure(self, path: str) -> None:
         parts = [p for p in path.split("/") if p]
         for i in range(1, len(parts) + 1):
+            parent = "/" + "/".join(parts[:i])
             with contextlib.suppress(zkexc.NodeExists):
-                await self._zk.create("/" + "/".join(parts[:i]), b"")
+                await self._zk.create(parent, b"", acl=self._acls(parent))
 
     async def _ensure_raw(self, raw_path: str) -> None:
         """Creates a path outside the chroot (the chroot itself), before the chroot is applied."""

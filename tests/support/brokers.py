@@ -23,11 +23,14 @@ class BrokerProcess:
     `source` runs the broker from another source tree (an older release unpacked by
     `git archive`, to show what a change fixes); by default this one. `nofile` lowers the process's
     soft RLIMIT_NOFILE (descriptor limits reached with a few hundred partitions, not 20,000).
+    `env` adds variables to the process's environment (e.g. KAFKA_OPTS naming a JAAS file).
     """
 
     def __init__(self, workdir: Path, broker_id: int, zk_connect: str, overrides: dict[str, str] | None = None,
-                 metrics: bool = False, source: Path | None = None, nofile: int | None = None) -> None:
+                 metrics: bool = False, source: Path | None = None, nofile: int | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
+        self.env = env
         self.nofile = nofile
         self.source = source or ROOT
         self.broker_id = broker_id
@@ -64,7 +67,8 @@ class BrokerProcess:
         out = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", str(self.props)],
                                      stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=str(self.source), preexec_fn=self._limits if self.nofile else None)
+                                     cwd=str(self.source), preexec_fn=self._limits if self.nofile else None,
+                                     env={**os.environ, **self.env} if self.env else None)
         out.close()
         if wait:
             self.wait_ready(timeout)

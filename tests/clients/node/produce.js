@@ -1,11 +1,16 @@
 // Produces the keyed messages read from stdin (one JSON array of [key, value]) with KafkaJS,
 // then prints the acknowledged base offsets as JSON. Usage: node produce.js BROKER TOPIC ACKS CODEC
+// (KAFKAJS_SSL={"ca":…,"cert":…,"key":…} in the environment: over TLS with a client certificate)
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
 
 async function main () {
   const [broker, topic, acks, codec] = process.argv.slice(2)
   const input = JSON.parse(require('fs').readFileSync(0, 'utf8'))
-  const kafka = new Kafka({ clientId: 'kafkajs-test', brokers: [broker], logLevel: logLevel.ERROR })
+  // KAFKAJS_SSL (optional): JSON {ca, cert, key} PEM file paths, for an SSL listener.
+  const tls = process.env.KAFKAJS_SSL ? JSON.parse(process.env.KAFKAJS_SSL) : null
+  const fs = require('fs')
+  const ssl = tls ? { ca: [fs.readFileSync(tls.ca)], cert: fs.readFileSync(tls.cert), key: fs.readFileSync(tls.key) } : false
+  const kafka = new Kafka({ clientId: 'kafkajs-test', brokers: [broker], ssl, logLevel: logLevel.ERROR })
   const producer = kafka.producer({ allowAutoTopicCreation: false })
   await producer.connect()
   const compression = codec === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None
