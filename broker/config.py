@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from broker.config_env import properties_from_env
 from broker.security.acl import AUTHORIZER_NAMES, parse_super_users
+from broker.security.sasl_listeners import SaslConfigError, SaslListeners, inter_broker_sasl
+from broker.security.sasl_scram import CredentialCache
 from broker.security.ssl_settings import SslSettingsError, listener_ssl_settings
 from broker.zk import jaas
 from broker.zk.config_entities import InvalidConfig, cleanup_policy
@@ -106,6 +108,8 @@ SSL_KEYS = frozenset({
     "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
 })
 LISTENER_PREFIX = "listener.name."
+# Per-listener SASL keys without the `sasl.` prefix (broker/security/sasl_listeners.py reads them).
+SASL_LISTENER_KEYS = frozenset({"connections.max.reauth.ms", "connection.failed.authentication.delay.ms"})
 
 
 def is_security_key(key: str) -> bool:
@@ -115,7 +119,7 @@ def is_security_key(key: str) -> bool:
     rest = key
     if key.startswith(LISTENER_PREFIX):
         _, _, rest = key[len(LISTENER_PREFIX):].partition(".")
-    return rest in SSL_KEYS or rest.startswith("sasl.") or ".sasl." in rest
+    return rest in SSL_KEYS or rest in SASL_LISTENER_KEYS or rest.startswith("sasl.") or ".sasl." in rest
 
 
 def parse_protocol_map(key: str, raw: str) -> dict[str, str]:
@@ -560,6 +564,7 @@ def _build(merged: dict[str, str]) -> BrokerConfig:
         cfg.inter_broker_listener_name = cfg.security_inter_broker_protocol
     _check_listeners(cfg, merged)
     _check_listener_security(cfg)
+    _check_listener_sasl(cfg)
     return cfg
 
 
@@ -605,6 +610,17 @@ def _check_listener_security(cfg: BrokerConfig) -> None:
                 listener_ssl_settings(cfg, lst.name, cfg.listener_protocol(lst.name))
             except SslSettingsError as e:
                 raise ConfigError(e.key, e.value, e.why) from None
+
+
+def _check_listener_sasl(cfg: BrokerConfig) -> None:
+    """Each SASL listener's mechanisms, JAAS users and SASL numbers are usable (sasl_listeners' own checks)."""
+    protocols = {lst.name: cfg.listener_protocol(lst.name) for lst in cfg.listeners}
+    try:
+        SaslListeners(protocols, cfg.listener_setting, CredentialCache(), key_of=cfg.listener_setting_key)
+        if protocols.get(cfg.inter_broker_listener_name) in SASL_PROTOCOLS:
+            inter_broker_sasl(cfg.listener_setting, cfg.inter_broker_listener_name)
+    except SaslConfigError as e:
+        raise ConfigError(e.key, "", e.why) from None
 
 
 def load_config(path: Path, overrides: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> BrokerConfig:

@@ -8,6 +8,7 @@ from what is really served.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.security.acl import ANONYMOUS
+from broker.security.sasl_session import State as SaslState
+from broker.security.sasl_session import Verdict
 from protocol import registry
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
@@ -83,6 +86,20 @@ class Dispatcher:
         if mod is None:
             log.warning("request.unknown_api_key", peer=conn.peer, api_key=key)
             return False
+        # SASL listeners: before authentication only ApiVersions, SaslHandshake and SaslAuthenticate.
+        session = self.services.sasl.session(conn)
+        if session is not None:
+            verdict = session.gate(key, 4 + len(frame_bytes), registry.is_served(key, version))
+            if verdict is not Verdict.PASS:
+                if verdict is Verdict.CLOSE_AFTER_DELAY:
+                    why = (f"{self.names[key]} request during authentication"
+                           if 4 + len(frame_bytes) <= session.listener.max_receive_size
+                           else f"{4 + len(frame_bytes)} bytes above sasl.server.max.receive.size")
+                    await asyncio.sleep(self.services.sasl.failed(conn, session, why))
+                else:
+                    log.warning("sasl.connection_closed", peer=conn.peer, api=self.names[key],
+                                reason="session expired" if session.authenticated else "unexpected request")
+                return False
         if not registry.is_served(key, version):
             if key == ApiKey.API_VERSIONS:
                 body = registry.unsupported_api_versions_body()
@@ -114,4 +131,4 @@ class Dispatcher:
         else:
             conn.write(framed)
         self.latency.observe(time.monotonic() - received, api=name)
-        return True
+        return session is None or session.state is not SaslState.FAILED  # a SASL failure closes, once answered

@@ -38,13 +38,16 @@ from broker.replication.throttles import ReplicationThrottles
 from broker.security.acl import Policy, parse_super_users
 from broker.security.authorizer import Authorizer
 from broker.security.inter_broker import inter_broker_security
+from broker.security.sasl_listeners import SaslListeners
+from broker.security.sasl_scram import CredentialCache
 from broker.security.ssl_listener import ListenerTls
 from broker.security.ssl_settings import SslSettingsError, listener_ssl_settings
 from broker.signal import Signal
 from broker.zk import layout as L
 from broker.zk.client import NodeExistsError, NoNodeError, ZkClient, ZkUnavailable
 from broker.zk.cluster_id import get_or_create_cluster_id
-from broker.zk.dynamic_config import DynamicConfigManager
+from broker.zk.config_entities import USERS
+from broker.zk.dynamic_config import DynamicConfigManager, also
 from broker.zk.producer_ids import ProducerIdManager
 from broker.zk.topic_configs import TopicConfigs
 from quotas.client import ClientQuotaManager
@@ -109,7 +112,15 @@ class Broker:
                                             self.replicas, self.produce_quotas, self.fetch_quotas,
                                             self.mutation_quotas, self.now_ms,
                                             log_cleaning.CleanerRate(config, self.log_cleaner))
-        self.dynamic_config = DynamicConfigManager(self.zk, self.config_applier.handlers())
+        # SASL (issue 20): SCRAM credentials from /config/users, kept live by the config notifications.
+        self.scram_credentials = CredentialCache()
+        self.sasl = SaslListeners(
+            {lst.name: config.listener_security_protocol_map.get(lst.name, "PLAINTEXT") for lst in config.listeners},
+            config.listener_setting, self.scram_credentials,
+            self.metrics.counter("authentication_failures_total", "SASL authentication failures, by listener and mechanism"),
+            broker_id=self.broker_id, key_of=config.listener_setting_key)
+        self.dynamic_config = DynamicConfigManager(
+            self.zk, also(self.config_applier.handlers(), USERS, self.scram_credentials.on_user_config))
         self.controller = Controller(self.zk, self.broker_id, config.unclean_leader_election_enable,
                                      config.inter_broker_listener_name, security=self.inter_broker_security)
         self.admin = Admin(self.zk, self.metadata, config.num_partitions, config.default_replication_factor,

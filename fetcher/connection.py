@@ -15,6 +15,7 @@ import ssl
 from collections.abc import Mapping
 from typing import Any, cast
 
+from fetcher import sasl_client
 from fetcher.security import PLAINTEXT, ClientSecurity
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
@@ -130,7 +131,8 @@ class KafkaConnection:
         """Connects; over SSL/SASL_SSL the TLS handshake is done (server certificate verified) on return.
 
         Raises SecurityConfigError for unusable key material, ssl.SSLError (e.g. a certificate
-        that does not verify) or OSError/TimeoutError for the connection itself."""
+        that does not verify), fetcher.sasl_client.SaslAuthenticationError when the broker refuses the
+        SASL login, or OSError/TimeoutError for the connection itself."""
         conn = cls(host, port, client_id, reuse_fetch_buffers, security)
         loop = asyncio.get_running_loop()
         ctx = _ssl_context(conn.security)
@@ -141,8 +143,16 @@ class KafkaConnection:
             _, conn._protocol = await asyncio.wait_for(
                 loop.create_connection(lambda: _FrameProtocol(conn), host, port, ssl=ctx, server_hostname=host,
                                        ssl_handshake_timeout=timeout), timeout)
-        # SASL_PLAINTEXT / SASL_SSL: the SASL exchange (SaslHandshake, SaslAuthenticate) goes here,
-        # after the TLS handshake and before the connection is handed out.
+        security = conn.security
+        if security.uses_sasl and security.sasl_mechanism:
+            # SaslHandshake v1 + SaslAuthenticate, after TLS and before the connection is handed out.
+            try:
+                await asyncio.wait_for(sasl_client.authenticate(
+                    conn.request, security.sasl_mechanism, security.sasl_username or "",
+                    security.sasl_password or ""), timeout)
+            except BaseException:
+                await conn.close()
+                raise
         return conn
 
     def _header(self, api_key: int, version: int, correlation_id: int) -> bytes:

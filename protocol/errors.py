@@ -72,6 +72,7 @@ class ErrorCode(IntEnum):
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (53, False)
     SECURITY_DISABLED = (54, False)
     KAFKA_STORAGE_ERROR = (56, True)
+    SASL_AUTHENTICATION_FAILED = (58, False)
     UNKNOWN_PRODUCER_ID = (59, False)
     NON_EMPTY_GROUP = (68, False)
     GROUP_ID_NOT_FOUND = (69, False)
@@ -89,6 +90,9 @@ class ErrorCode(IntEnum):
     INVALID_RECORD = (87, False)
     UNSTABLE_OFFSET_COMMIT = (88, True)
     THROTTLING_QUOTA_EXCEEDED = (89, True)
+    RESOURCE_NOT_FOUND = (91, False)
+    DUPLICATE_RESOURCE = (92, False)
+    UNACCEPTABLE_CREDENTIAL = (93, False)
     UNKNOWN_TOPIC_ID = (100, True)
 
     @classmethod

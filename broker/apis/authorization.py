@@ -84,6 +84,10 @@ RULES: dict[ApiKey, tuple[Rule, ...]] = {
     # Client quotas (KafkaApis.handleDescribe/AlterClientQuotasRequest).
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (Rule(Op.DESCRIBE_CONFIGS, T.CLUSTER),),
     ApiKey.ALTER_CLIENT_QUOTAS: (Rule(Op.ALTER_CONFIGS, T.CLUSTER),),
+    # SCRAM credentials (KIP-554): Describe / Alter on the cluster. SaslHandshake and
+    # SaslAuthenticate are checked by nothing: they come before there is anyone to authorize.
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (Rule(Op.DESCRIBE, T.CLUSTER),),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (Rule(Op.ALTER, T.CLUSTER),),
 }
 
 FAILURE: dict[ResourceType, ErrorCode] = {

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from broker.replication.roles import PartitionRoles
     from broker.replication.throttles import ReplicationThrottles
     from broker.security.authorizer import Authorizer
+    from broker.security.sasl_listeners import SaslListeners
     from broker.signal import Signal
     from broker.zk.producer_ids import ProducerIdManager
     from quotas.client import ClientQuotaManager
@@ -80,6 +81,9 @@ class BrokerServices(Protocol):
     # The ACL authorizer (broker/security); handlers reach it through broker/apis/authorization.py.
     @property
     def authorizer(self) -> Authorizer: ...
+    # SASL: each SASL listener's settings and each connection's session (dispatch's gate, SaslHandshake...).
+    @property
+    def sasl(self) -> SaslListeners: ...
     # `__consumer_offsets` (FindCoordinator's partition for a group; the coordinator's store).
     @property
     def group_store(self) -> GroupStore: ...

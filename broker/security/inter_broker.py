@@ -9,6 +9,9 @@ ssl.endpoint.identification.algorithm decides the host-name check, Kafka's defau
 
 from __future__ import annotations
 
+import dataclasses
+
+from broker.security.sasl_listeners import inter_broker_sasl
 from broker.security.ssl_listener import inter_broker_client
 from broker.security.ssl_settings import ListenerSettings, listener_ssl_settings
 from fetcher.security import ClientSecurity
@@ -27,8 +30,7 @@ def inter_broker_security(cfg: ListenerSettings, listener: str, security_protoco
 
 
 def with_inter_broker_sasl(cfg: ListenerSettings, listener: str, security: ClientSecurity) -> ClientSecurity:
-    """The SASL part's hook (issue 20, SASL): `sasl.mechanism.inter.broker.protocol` and the
-    username/password of the listener's JAAS config go into `security` here
-    (`dataclasses.replace(security, sasl_mechanism=…, sasl_username=…, sasl_password=…)`).
-    Until it is filled the inter-broker connection carries no SASL credentials."""
-    return security
+    """`sasl.mechanism.inter.broker.protocol` and the username/password of that mechanism's JAAS
+    config on the listener (broker/security/sasl_listeners.py; checked when the config loads)."""
+    mechanism, username, password = inter_broker_sasl(cfg.listener_setting, listener)
+    return dataclasses.replace(security, sasl_mechanism=mechanism, sasl_username=username, sasl_password=password)

@@ -11,7 +11,10 @@ default belongs to the entity type in the same position. The znode is
 `/config/users/<user>[/clients/<client-id>]` (user and client id in Kafka's sanitized form),
 and the messages name the entity as kafka-configs --zookeeper does (`user-principal 'alice',
 default client-id`). `--describe` of users without a name lists every user (or every client
-of a user) that has quota configs. SCRAM credential keys in the same znodes are not shown here.
+of a user) that has quota configs. SCRAM credentials in the same znodes: `--add-config
+'SCRAM-SHA-512=[iterations=N,]password=P'` on a user stores the salted credential (Kafka's
+preProcessScramCredentials; never the password), and `--describe` of a user shows its mechanisms
+and iterations on a line of their own, never salts or keys.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from broker.zk.config_entities import (
     split_config_list,
 )
 from broker.zk.config_writer import alter_entity, entity_path, read_entity
+from broker.zk.scram_credentials import HASHES as SCRAM_MECHANISMS
+from broker.zk.scram_credentials import ScramCredential, from_password, parse_password_spec
 
 _fail = fail
 
@@ -57,7 +62,7 @@ async def run(args: argparse.Namespace) -> int:
             return _fail(f"broker entity name must be a broker id, not {name!r}")
     shown_name = name
     if args.entity_type == CLIENTS and not args.entity_default:
-        name = sanitize(name)  # Kafka's znode form of a client id
+        name = sanitize(name)  # Kafka's znode form of a client id (users: _run_quota_entity)
     try:
         zk = await connect_zk(args.zookeeper)
     except ToolError as e:
@@ -86,6 +91,30 @@ async def run(args: argparse.Namespace) -> int:
         return _fail(f"{e}: {NO_AUTH_HINT}")
     finally:
         await zk.close()
+
+
+def _scram_credentials(adds: dict[str, str], default_entity: bool) -> None:
+    """ConfigCommand.preProcessScramCredentials: `SCRAM-SHA-512=[iterations=N,]password=P` becomes
+    the stored credential (new salt; the password itself is never written)."""
+    for mechanism in SCRAM_MECHANISMS:
+        if mechanism in adds:
+            if default_entity:
+                raise ValueError("SCRAM credentials cannot be set for the default user entity")
+            iterations, password = parse_password_spec(mechanism, adds[mechanism])
+            adds[mechanism] = from_password(mechanism, password, iterations).to_config()
+
+
+def _describe_scram(user: str, config: dict[str, str]) -> None:
+    """Kafka's `--describe` of SCRAM credentials: mechanism and iterations, never salt or keys."""
+    infos = []
+    for mechanism in SCRAM_MECHANISMS:
+        if mechanism in config:
+            try:
+                infos.append(f"{mechanism}=iterations={ScramCredential.from_config(config[mechanism]).iterations}")
+            except ValueError:
+                infos.append(f"{mechanism}=(unreadable)")
+    if infos:
+        print(f"SCRAM credential configs for user-principal '{user}' are {', '.join(infos)}")
 
 
 # ---- users and users+clients (KIP-55), kafka-configs' combined entity --------------------------
@@ -173,13 +202,20 @@ async def _run_quota_entity(args: argparse.Namespace, types: list[str], names: l
                 text = _quota_config_text(config)
                 if text or not describe_all:  # as Kafka: users with only <user, client> quotas are skipped
                     print(f"Configs for {_shown(entity)} are {text}")
+                if len(entity) == 1 and entity[0][1] != DEFAULT_ENTITY:
+                    _describe_scram(desanitize(entity[0][1]), config)
             return 0
         named = [(t, n) for t, n in pairs if n is not None]
         etype, znode = _path(named)
         try:
             adds = split_config_list(args.add_config or "")
+            if len(named) > 1 and any(m in adds for m in SCRAM_MECHANISMS):
+                raise ValueError("SCRAM credentials belong to a user, not to a user and client id")
+            _scram_credentials(adds, named[0][1] == DEFAULT_ENTITY)
         except InvalidConfig as e:
             return _fail(_refusal(e))
+        except ValueError as e:
+            return _fail(str(e))
         deletes = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
         current, _ = await read_entity(zk, etype, znode)
         missing = [k for k in deletes if k not in current and k not in adds]

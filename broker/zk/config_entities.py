@@ -11,6 +11,8 @@ import re
 from functools import lru_cache
 from urllib.parse import quote, unquote
 
+from broker.zk.scram_credentials import HASHES as SCRAM_MECHANISMS
+from broker.zk.scram_credentials import ScramCredential
 from quotas.replication import ALL_PARTITIONS as ALL
 
 BROKERS, TOPICS, CLIENTS, USERS = "brokers", "topics", "clients", "users"
@@ -143,10 +145,22 @@ TOPIC_KEYS = {
 BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long, CLEANER_IO_RATE: _double}
 CLIENT_KEYS = {PRODUCER_BYTE_RATE: lambda k, v: _long(k, v, 1), CONSUMER_BYTE_RATE: lambda k, v: _long(k, v, 1),
                CONTROLLER_MUTATION_RATE: _double}
+
+
+def _scram_credential(key: str, value: str) -> ScramCredential:
+    """A stored SCRAM credential (broker.zk.scram_credentials); the refusal never repeats the value."""
+    try:
+        return ScramCredential.from_config(value)
+    except ValueError as e:
+        raise InvalidConfig(key, "[hidden]", str(e)) from None
+
+
+USER_KEYS = {mechanism: _scram_credential for mechanism in SCRAM_MECHANISMS}
 # Quota keys of /config/users/<user>[/clients/<id>] (KIP-55). The same znodes hold SCRAM
 # credentials (SCRAM-SHA-256/512), which the quota side neither reads nor logs.
 USER_QUOTA_KEYS = CLIENT_KEYS
-KEYS = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS, USERS: USER_QUOTA_KEYS}
+# The users entity serves both: SCRAM credentials (broker.zk.scram_credentials) and the quota keys.
+KEYS = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS, USERS: {**USER_KEYS, **USER_QUOTA_KEYS}}
 
 
 def sanitize(entity_name: str) -> str:

@@ -32,6 +32,19 @@ PURGE_AFTER_MS = 15 * 60 * 1000
 Handler = Callable[[str, dict[str, str]], Awaitable[None]]
 
 
+def also(handlers: dict[str, Handler], entity_type: str, handler: Handler) -> dict[str, Handler]:
+    """`handlers` with `handler` run too for `entity_type` (after any handler it already has):
+    one entity type can feed several owners (users: SCRAM credentials and quotas)."""
+    first = handlers.get(entity_type)
+    if first is None:
+        return {**handlers, entity_type: handler}
+
+    async def both(name: str, config: dict[str, str]) -> None:
+        await first(name, config)
+        await handler(name, config)
+    return {**handlers, entity_type: both}
+
+
 def parse_notification(data: bytes | None) -> tuple[str, str] | None:
     """(entity_type, entity_name) from a v1 or v2 body; None for anything else."""
     try:

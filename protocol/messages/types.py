@@ -16,6 +16,7 @@ from typing import Generic, NotRequired, TypedDict, TypeVar
 from protocol.messages import (
     alter_client_quotas,
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
     create_acls,
@@ -29,6 +30,7 @@ from protocol.messages import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -45,6 +47,8 @@ from protocol.messages import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     stop_replica,
     sync_group,
     update_metadata,
@@ -847,6 +851,22 @@ class ListGroupsResponse(TypedDict):
     groups: list[ListGroupsResponseGroup]
 
 
+# ---- SaslHandshake (key 17), versions 0-1 --------------------------------------------------------
+
+
+class SaslHandshakeRequest(TypedDict):
+    """SaslHandshake request, versions 0-1."""
+
+    mechanism: str
+
+
+class SaslHandshakeResponse(TypedDict):
+    """SaslHandshake response, versions 0-1."""
+
+    error_code: int
+    mechanisms: list[str]
+
+
 # ---- ApiVersions (key 18), versions 0-3 ----------------------------------------------------------
 
 
@@ -1286,6 +1306,24 @@ class AlterConfigsResponse(TypedDict):
     responses: list[AlterConfigsResponseResponse]
 
 
+# ---- SaslAuthenticate (key 36), versions 0-2 -----------------------------------------------------
+
+
+class SaslAuthenticateRequest(TypedDict):
+    """SaslAuthenticate request, versions 0-2."""
+
+    auth_bytes: bytes
+
+
+class SaslAuthenticateResponse(TypedDict):
+    """SaslAuthenticate response, versions 0-2."""
+
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime_ms: NotRequired[int]
+
+
 # ---- CreatePartitions (key 37), versions 0-3 -----------------------------------------------------
 
 
@@ -1538,6 +1576,88 @@ class AlterClientQuotasResponse(TypedDict):
     entries: list[AlterClientQuotasResponseEntry]
 
 
+# ---- DescribeUserScramCredentials (key 50), versions 0-0 -----------------------------------------
+
+
+class DescribeUserScramCredentialsRequestUser(TypedDict):
+    """An element of DescribeUserScramCredentialsRequest.users[]."""
+
+    name: str
+
+
+class DescribeUserScramCredentialsRequest(TypedDict):
+    """DescribeUserScramCredentials request, versions 0-0."""
+
+    users: list[DescribeUserScramCredentialsRequestUser] | None
+
+
+class DescribeUserScramCredentialsResponseResultCredentialInfo(TypedDict):
+    """An element of DescribeUserScramCredentialsResponse.results[].credential_infos[]."""
+
+    mechanism: int
+    iterations: int
+
+
+class DescribeUserScramCredentialsResponseResult(TypedDict):
+    """An element of DescribeUserScramCredentialsResponse.results[]."""
+
+    user: str
+    error_code: int
+    error_message: str | None
+    credential_infos: list[DescribeUserScramCredentialsResponseResultCredentialInfo]
+
+
+class DescribeUserScramCredentialsResponse(TypedDict):
+    """DescribeUserScramCredentials response, versions 0-0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResponseResult]
+
+
+# ---- AlterUserScramCredentials (key 51), versions 0-0 --------------------------------------------
+
+
+class AlterUserScramCredentialsRequestDeletion(TypedDict):
+    """An element of AlterUserScramCredentialsRequest.deletions[]."""
+
+    name: str
+    mechanism: int
+
+
+class AlterUserScramCredentialsRequestUpsertion(TypedDict):
+    """An element of AlterUserScramCredentialsRequest.upsertions[]."""
+
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+class AlterUserScramCredentialsRequest(TypedDict):
+    """AlterUserScramCredentials request, versions 0-0."""
+
+    deletions: list[AlterUserScramCredentialsRequestDeletion]
+    upsertions: list[AlterUserScramCredentialsRequestUpsertion]
+
+
+class AlterUserScramCredentialsResponseResult(TypedDict):
+    """An element of AlterUserScramCredentialsResponse.results[]."""
+
+    user: str
+    error_code: int
+    error_message: str | None
+
+
+class AlterUserScramCredentialsResponse(TypedDict):
+    """AlterUserScramCredentials response, versions 0-0."""
+
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponseResult]
+
+
 # ---- DescribeCluster (key 60), versions 0-0 ------------------------------------------------------
 
 
@@ -1609,6 +1729,8 @@ SYNC_GROUP: Api[SyncGroupRequest, SyncGroupResponse] = Api(sync_group.API_KEY, s
 DESCRIBE_GROUPS: Api[DescribeGroupsRequest, DescribeGroupsResponse] = Api(
     describe_groups.API_KEY, describe_groups.NAME)
 LIST_GROUPS: Api[ListGroupsRequest, ListGroupsResponse] = Api(list_groups.API_KEY, list_groups.NAME)
+SASL_HANDSHAKE: Api[SaslHandshakeRequest, SaslHandshakeResponse] = Api(
+    sasl_handshake.API_KEY, sasl_handshake.NAME)
 API_VERSIONS: Api[ApiVersionsRequest, ApiVersionsResponse] = Api(api_versions.API_KEY, api_versions.NAME)
 CREATE_TOPICS: Api[CreateTopicsRequest, CreateTopicsResponse] = Api(create_topics.API_KEY, create_topics.NAME)
 DELETE_TOPICS: Api[DeleteTopicsRequest, DeleteTopicsResponse] = Api(delete_topics.API_KEY, delete_topics.NAME)
@@ -1622,6 +1744,8 @@ DELETE_ACLS: Api[DeleteAclsRequest, DeleteAclsResponse] = Api(delete_acls.API_KE
 DESCRIBE_CONFIGS: Api[DescribeConfigsRequest, DescribeConfigsResponse] = Api(
     describe_configs.API_KEY, describe_configs.NAME)
 ALTER_CONFIGS: Api[AlterConfigsRequest, AlterConfigsResponse] = Api(alter_configs.API_KEY, alter_configs.NAME)
+SASL_AUTHENTICATE: Api[SaslAuthenticateRequest, SaslAuthenticateResponse] = Api(
+    sasl_authenticate.API_KEY, sasl_authenticate.NAME)
 CREATE_PARTITIONS: Api[CreatePartitionsRequest, CreatePartitionsResponse] = Api(
     create_partitions.API_KEY, create_partitions.NAME)
 DELETE_GROUPS: Api[DeleteGroupsRequest, DeleteGroupsResponse] = Api(delete_groups.API_KEY, delete_groups.NAME)
@@ -1632,5 +1756,9 @@ DESCRIBE_CLIENT_QUOTAS: Api[DescribeClientQuotasRequest, DescribeClientQuotasRes
     describe_client_quotas.API_KEY, describe_client_quotas.NAME)
 ALTER_CLIENT_QUOTAS: Api[AlterClientQuotasRequest, AlterClientQuotasResponse] = Api(
     alter_client_quotas.API_KEY, alter_client_quotas.NAME)
+DESCRIBE_USER_SCRAM_CREDENTIALS: Api[DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse] = Api(
+    describe_user_scram_credentials.API_KEY, describe_user_scram_credentials.NAME)
+ALTER_USER_SCRAM_CREDENTIALS: Api[AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse] = Api(
+    alter_user_scram_credentials.API_KEY, alter_user_scram_credentials.NAME)
 DESCRIBE_CLUSTER: Api[DescribeClusterRequest, DescribeClusterResponse] = Api(
     describe_cluster.API_KEY, describe_cluster.NAME)

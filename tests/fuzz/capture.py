@@ -311,6 +311,18 @@ def codec_seeds() -> list[Recorded]:
                         {"entity_type": "client-id", "entity_name": None}],
              "ops": [{"key": "producer_byte_rate", "value": 100000.0, "remove": False},
                      {"key": "controller_mutation_rate", "value": 0.0, "remove": True}]}]}))
+    # SASL: the capture broker has no SASL listener, so the exchange and the credential APIs are
+    # built here (a PLAIN token, a SCRAM client-first, an upsertion with a salted password).
+    for v in range(2):
+        bodies.append((ApiKey.SASL_HANDSHAKE, v, {"mechanism": "SCRAM-SHA-512"}))
+    for v, token in ((0, b"\x00alice\x00alice-secret"), (1, b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL"),
+                     (2, b"\x00alice\x00alice-secret")):
+        bodies.append((ApiKey.SASL_AUTHENTICATE, v, {"auth_bytes": token}))
+    bodies.append((ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": [{"name": "alice"}, {"name": "fuzz"}]}))
+    bodies.append((ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
+        "deletions": [{"name": "fuzz-gone", "mechanism": 1}],
+        "upsertions": [{"name": "fuzz", "mechanism": 2, "iterations": 4096, "salt": b"fuzz-salt",
+                        "salted_password": bytes(64)}]}))
     out = []
     for key, version, body in bodies:
         frame = encode_request_header(key, version, 1, "codec") + request_codec(key, version).encode(body)

@@ -47,6 +47,7 @@ BROKER_FAMILIES = {
     ("consumer_group_state", "gauge"),
     ("group_rebalances_total", "counter"),
     ("authorization_denials_total", "counter"),
+    ("authentication_failures_total", "counter"),  # SASL, {listener,mechanism}
 }
 
 
