@@ -8,10 +8,10 @@ its own. Rates are scaled to this shared 2-core machine, measured from what the 
 took in (log growth) over spans after the pacing bucket's first second, with the tolerance of
 test_client_quota.py.
 
-Until SASL lands every connection is `User:ANONYMOUS`, and Kafka meters unauthenticated
-clients under that user name, so the user here is ANONYMOUS. The `quota_user` fixture is the
-one place that names the user and how a client authenticates as it: with SASL, it returns
-the SCRAM user, the client settings that log in as it, and the broker's SASL listener.
+Each test runs twice, as the `quota_user` fixture's two users: ANONYMOUS (a PLAINTEXT
+listener: Kafka meters unauthenticated clients under that user name) and `alice` logged in
+with SASL PLAIN on a SASL_PLAINTEXT listener (User:alice). The fixture is the one place that
+names the user, how the clients authenticate as it, and the broker's listener for it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ from fetcher.security import ClientSecurity
 from protocol.api_keys import ApiKey
 from tests.support.brokers import BrokerProcess
 from tests.support.metrics import metric, samples, scrape
+from tests.support.ports import free_port
 from tests.support.replication import log_bytes
+from tests.support.sasl import confluent_config, plain_jaas
+from tests.support.sasl import security as sasl_security
 from tests.support.tools import configs
 from tests.support.topics import create_topic
 from tests.support.traffic import consume_for, produce_bytes, produce_one
@@ -46,29 +49,47 @@ THROTTLED = 89  # THROTTLING_QUOTA_EXCEEDED
 @dataclass
 class QuotaUser:
     """Who the test's clients are: the user's name and the client settings that make them that user
-    (confluent-kafka's `client_conf`, the project's own connection's `security`)."""
+    (confluent-kafka's `client_conf`, the project's own connection's `security`), and the broker
+    properties of the listener they use (none: the PLAINTEXT listener)."""
 
     name: str
     client_conf: dict[str, str] = field(default_factory=dict)
     security: ClientSecurity = field(default_factory=ClientSecurity)
-    broker_overrides: dict[str, str] = field(default_factory=dict)
+    broker_props: dict[str, str] = field(default_factory=dict)
+    port: int | None = None  # the listener's; None: the broker's PLAINTEXT port
+
+    def bootstrap(self, b: BrokerProcess) -> str:
+        return f"127.0.0.1:{self.port or b.port}"
 
     async def connect(self, b: BrokerProcess, client_id: str) -> KafkaConnection:
-        return await KafkaConnection.open("127.0.0.1", b.port, client_id=client_id, security=self.security)
+        return await KafkaConnection.open("127.0.0.1", self.port or b.port, client_id=client_id,
+                                          security=self.security)
 
 
-@pytest.fixture
-def quota_user() -> QuotaUser:
-    # PLAINTEXT: the principal is User:ANONYMOUS. For a SASL user: QuotaUser("alice",
-    # {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": ..., "sasl.username": "alice", ...},
-    # ClientSecurity("SASL_PLAINTEXT", sasl_mechanism=..., ...), the broker's SASL listener
-    # overrides), with alice's credentials created first.
-    return QuotaUser("ANONYMOUS")
+def _sasl_alice() -> QuotaUser:
+    port = free_port()
+    return QuotaUser("alice", {k: v for k, v in confluent_config(port, "PLAIN", "alice").items()
+                               if k != "bootstrap.servers"},
+                     sasl_security("PLAIN", "alice"),
+                     {"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                      "inter.broker.listener.name": "PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
+                      "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas()}, port)
+
+
+@pytest.fixture(params=["ANONYMOUS", "sasl-alice"])
+def quota_user(request: pytest.FixtureRequest) -> QuotaUser:
+    return QuotaUser("ANONYMOUS") if request.param == "ANONYMOUS" else _sasl_alice()
 
 
 @pytest.fixture
 def broker(broker_factory: Callable[..., BrokerProcess], quota_user: QuotaUser) -> BrokerProcess:
-    return broker_factory(0, metrics=True, num_partitions="1", **quota_user.broker_overrides)
+    b = broker_factory(0, start=False, metrics=True, num_partitions="1")
+    if quota_user.port is not None:  # its own listener beside the PLAINTEXT one the test helpers use
+        props = {**quota_user.broker_props,
+                 "listeners": f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{quota_user.port}"}
+        b.props.write_text(b.props.read_text() + "".join(f"{k}={v}\n" for k, v in props.items()))
+    b.start()
+    return b
 
 
 def alter(zk: str, *entity: str, config: str) -> None:
@@ -136,8 +157,8 @@ async def test_user_quota_then_user_client_quota_take_precedence(broker: BrokerP
     alter(b.zk_connect, "--entity-type", "clients", "--entity-name", "uq-app",
           config=f"producer_byte_rate={client_quota}")
     alter(b.zk_connect, *user_entity(user), config=f"producer_byte_rate={user_quota}")
-    app = ThrottledProducer(b.bootstrap, "uq-app", "app", 300 * KB, user.client_conf)
-    other = ThrottledProducer(b.bootstrap, "uq-other", "other", 300 * KB, user.client_conf)
+    app = ThrottledProducer(user.bootstrap(b), "uq-app", "app", 300 * KB, user.client_conf)
+    other = ThrottledProducer(user.bootstrap(b), "uq-other", "other", 300 * KB, user.client_conf)
     jobs = [asyncio.ensure_future(asyncio.to_thread(p.run)) for p in (app, other)]
     try:
         await wait_metric(b, "client_quota_bytes_per_second", user_quota, user=user.name, client_id="",
@@ -191,12 +212,12 @@ async def test_fetch_quota_of_the_default_user_over_a_client_quota(broker: Broke
     b, user = broker, quota_user
     quota = 200 * KB
     assert (await create_topic(b, "data", check=False))["error_code"] == 0
-    await asyncio.to_thread(produce_bytes, b.bootstrap, "data", 1, 6_000_000, **user.client_conf)
+    await asyncio.to_thread(produce_bytes, b.bootstrap, "data", 1, 6_000_000)
     # Level 8 (every client id: 1 MB/s) under level 6 (every user: 200 kB/s): the user's applies.
     alter(b.zk_connect, "--entity-type", "clients", "--entity-default", config="consumer_byte_rate=1000000")
     alter(b.zk_connect, "--entity-type", "users", "--entity-default", config=f"consumer_byte_rate={quota}")
     marks: list[tuple[float, int]] = []
-    await asyncio.to_thread(consume_for, b.bootstrap, "uq-reader", "data", 18, marks, **user.client_conf)
+    await asyncio.to_thread(consume_for, user.bootstrap(b), "uq-reader", "data", 18, marks, **user.client_conf)
     steady = rate_between(marks, 5, 17)  # message values; the quota also counts ~4% framing
     print(f"default user consumer quota {quota} B/s: {steady:.0f} B/s of values")
     assert 0.85 * quota <= steady * 1.04 <= 1.15 * quota, steady
@@ -216,7 +237,7 @@ async def test_mutation_quota_per_user_is_shared_by_its_client_ids(broker: Broke
     # The client id alone would allow 100 partitions/s (1100 tokens); the user has 1/s (11 tokens).
     alter(b.zk_connect, "--entity-type", "clients", "--entity-name", "uq-admin", config="controller_mutation_rate=100")
     alter(b.zk_connect, *user_entity(user), config="controller_mutation_rate=1")
-    admin = AdminClient({"bootstrap.servers": b.bootstrap, "client.id": "uq-admin", **user.client_conf})
+    admin = AdminClient({"bootstrap.servers": user.bootstrap(b), "client.id": "uq-admin", **user.client_conf})
     # confluent-kafka sends CreateTopics v4 (permissive): 30 partitions are taken, 19 beyond the
     # bucket (the debt leaves ~19 s for the checks below, however slow the machine).
     futures = admin.create_topics([NewTopic("uq-wide", 30, 1)], operation_timeout=30)
