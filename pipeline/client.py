@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fetcher.connection import KafkaConnection
+from fetcher.sasl_client import SaslAuthenticationError
+from fetcher.security import PLAINTEXT, ClientSecurity, SecurityConfigError
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_response
@@ -69,12 +71,14 @@ DATA_LOSS_SKIP = ("Some data may have been lost because they are not available i
 
 @dataclass(frozen=True)
 class ClientSettings:
-    """Where the cluster is and how long to wait for it; picklable, so it travels to Spark workers."""
+    """Where the cluster is, how to log in to it and how long to wait for it; picklable, so it
+    travels to Spark workers (ClientSecurity's repr leaves out passwords and inline keys)."""
 
     bootstrap: tuple[tuple[str, int], ...]
     connect_timeout_s: float = 10.0
     request_timeout_s: float = 30.0
     client_id: str = "minibroker-spark"
+    security: ClientSecurity = PLAINTEXT
 
     @property
     def bootstrap_text(self) -> str:
@@ -145,8 +149,14 @@ class BrokerSession:
         conn = self._conns.get(address)
         if conn is not None and conn._closed_exc is None:
             return conn
-        conn = await KafkaConnection.open(address[0], address[1], self.settings.client_id,
-                                          timeout=self.settings.connect_timeout_s)
+        try:
+            conn = await KafkaConnection.open(address[0], address[1], self.settings.client_id,
+                                              timeout=self.settings.connect_timeout_s, security=self.settings.security)
+        except SaslAuthenticationError as e:
+            # Final, not retried (Kafka's clients give up too); the broker's message names no secret.
+            raise MinibrokerError(f"authentication to {address[0]}:{address[1]} failed: {e}") from None
+        except SecurityConfigError as e:
+            raise MinibrokerError(f"option kafka.{e.key}: {e.why}") from None
         self._conns[address] = conn
         return conn
 
@@ -193,7 +203,9 @@ class BrokerSession:
             return await self._request(conn, api_key, version, body)
         except ConnectionError as e:
             self._drop((conn.host, conn.port))
-            raise _Retry(f"{what} to {conn.host}:{conn.port} failed: {e}") from e
+            # Why it closed (e.g. a TLS 1.3 alert refusing the client certificate after the handshake).
+            why = f" ({e.__cause__})" if e.__cause__ is not None else ""
+            raise _Retry(f"{what} to {conn.host}:{conn.port} failed: {e}{why}") from e
 
     async def _leader_conn(self, topic: str, partition: int) -> KafkaConnection:
         parts = self._leaders.get(topic) or await self._partitions(topic)

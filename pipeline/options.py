@@ -16,6 +16,8 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from fetcher.sasl_client import MECHANISMS
+from fetcher.security import ClientSecurity, SecurityConfigError
 from pipeline.client import EARLIEST, LATEST, ClientSettings, MinibrokerError, parse_bootstrap
 
 # A partition's offset spec: a concrete offset >= 0, or EARLIEST (-2) / LATEST (-1) as in Spark's
@@ -83,7 +85,39 @@ def client_settings(opts: dict[str, str]) -> ClientSettings:
         raise MinibrokerError("option bootstrap.servers is required, e.g. .option('bootstrap.servers', 'host:9092')")
     return ClientSettings(bootstrap=parse_bootstrap(servers),
                           connect_timeout_s=_positive_ms(opts, "timeout.ms", 10_000),
-                          request_timeout_s=_positive_ms(opts, "request.timeout.ms", 30_000))
+                          request_timeout_s=_positive_ms(opts, "request.timeout.ms", 30_000),
+                          security=client_security(opts))
+
+
+# The Kafka client's security keys the source and sink take as `kafka.<key>` (PEM stores only,
+# KIP-651; the two store passwords are there to be refused with Kafka's reason).
+SECURITY_KEYS = frozenset({
+    "security.protocol", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
+    "ssl.truststore.password", "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain",
+    "ssl.keystore.key", "ssl.keystore.password", "ssl.key.password", "ssl.endpoint.identification.algorithm",
+    "ssl.enabled.protocols", "sasl.mechanism", "sasl.jaas.config"})
+
+
+def client_security(opts: dict[str, str]) -> ClientSecurity:
+    """`ClientSecurity.from_properties` over the `kafka.`-prefixed security options, prefix stripped.
+
+    Errors name the option, never its value (a JAAS line or an inline key is a secret)."""
+    props = {key[len("kafka."):]: value for key, value in opts.items()
+             if key.startswith("kafka.") and key[len("kafka."):] in SECURITY_KEYS}
+    try:
+        security = ClientSecurity.from_properties(props)
+    except SecurityConfigError as e:
+        raise MinibrokerError(f"option kafka.{e.key}: {e.why}") from None
+    if security.uses_sasl:
+        if security.sasl_mechanism not in MECHANISMS:
+            raise MinibrokerError(f"option kafka.sasl.mechanism must be one of {', '.join(MECHANISMS)} with "
+                                  f"kafka.security.protocol={security.security_protocol} (Kafka's default, "
+                                  f"GSSAPI, is not served)")
+        if not security.sasl_username or security.sasl_password is None:
+            raise MinibrokerError("option kafka.sasl.jaas.config must give username and password, e.g. "
+                                  "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                  'username="alice" password="…";')
+    return security
 
 
 def parse_offsets(raw: str | None, option: str, subscription: Subscription, default: int) -> OffsetSpec:
@@ -296,8 +330,6 @@ def kafka_read_options(opts: dict[str, str]) -> tuple[dict[str, str], list[str]]
         name = key[len("kafka."):]
         if name in _KAFKA_REFUSED:
             raise MinibrokerError(_KAFKA_REFUSED[name])
-        if name == "security.protocol" and value.strip().upper() != "PLAINTEXT":
-            raise MinibrokerError(f"option kafka.security.protocol={value!r}: this source speaks PLAINTEXT only")
         if name == "isolation.level":
             if value.strip().lower() not in _ISOLATION_LEVELS:
                 raise MinibrokerError(f"option kafka.isolation.level must be one of {list(_ISOLATION_LEVELS)}, "
@@ -305,7 +337,7 @@ def kafka_read_options(opts: dict[str, str]) -> tuple[dict[str, str], list[str]]
             continue  # no transactions: both levels read the same records
         if name in KAFKA_PASSED:
             out.setdefault(KAFKA_PASSED[name].lower(), value)
-        elif name != "security.protocol":
+        elif name not in SECURITY_KEYS:  # read by client_security
             ignored.append(key)
     return out, ignored
 

@@ -37,8 +37,13 @@ partial message as Kafka 0.10 did. Consumers (replica_id < 0) read up to the hig
 followers up to the log end. replica_id -2 (debug consumer) may read from a non-leader.
 The response waits up to max_wait_ms for min_bytes, woken only by appends (and high-watermark
 moves) of the partitions it asks for; while it waits, the connection's next requests are read. Record bytes travel
-as slices of the segment files. A partition whose log directory failed (before or during
-the read) gets KAFKA_STORAGE_ERROR (NOT_LEADER_FOR_PARTITION below v6, as above).
+as slices of the segment files: on a plain TCP connection a record set of SENDFILE_FROM bytes
+or more is handed to the connection as the file range itself (FileSlice) and sent with
+sendfile (broker.network), as Kafka's FileRecords are; otherwise it is read here with one
+pread. A partition whose log directory failed (before or during that read) gets
+KAFKA_STORAGE_ERROR (NOT_LEADER_FOR_PARTITION below v6, as above); a range that cannot be
+read once its response is going out closes the connection, as Kafka's FileRecords.writeTo
+failing does.
 
 Follower fetches (replica_id >= 0) first record the follower's fetch offset (ISR
 bookkeeping), and only after checking it, in Kafka 2.8's order
@@ -99,6 +104,9 @@ ZSTD_FETCH_FROM = 10  # KIP-110: older consumers cannot read zstd
 DEBUG_REPLICA_ID = -2
 THROTTLE_RECHECK_S = 0.05
 READ_COMMITTED = 1
+# Record sets from this size on are handed to the connection as file ranges (sendfile); below
+# it a pread joined into the response's head costs less than a system call of their own.
+SENDFILE_FROM = 32 << 10
 # Session epochs of a full fetch request (Kafka's FetchMetadata INITIAL_EPOCH and FINAL_EPOCH).
 FULL_FETCH_EPOCHS = (0, -1)
 
@@ -129,6 +137,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
     version = ctx.api_version
     replica_id = request["replica_id"]
     consumer = replica_id < 0
+    sends_files = ctx.conn.sends_files
     leader_quota = services.throttles.leader
     exceeded: bool | None = None  # measured at most once per pass
     limit = request.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF
@@ -217,7 +226,10 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                 # A converting v0-2 read takes its first entry whole, to cut after conversion.
                 sl = rm.read(part, fp["fetch_offset"], size, consumer=consumer,
                              min_one_message=min_one or (convert_to < 2 and version < 3), allow_partial=version < 3)
-                data = sl.read_bytes() if sl.length else b""
+                # A large slice stored as is goes out as the file range itself on plain TCP
+                # (broker.network sends it with sendfile, or reads it if it must wait).
+                data = sl if sl.length >= SENDFILE_FROM and convert_to == 2 and sends_files else (
+                    sl.read_bytes() if sl.length else b"")
             except OffsetOutOfRange:
                 out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue

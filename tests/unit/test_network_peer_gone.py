@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from broker.network import Connection, Listener
+from broker.network import READ_AHEAD_MAX, Connection, Listener
 
 
 class Script:
@@ -137,7 +137,9 @@ async def test_a_client_that_left_a_burst_behind_its_long_poll_is_let_go(served:
     # Frames pipelined behind a waiting request fill the reader's buffer, the transport stops
     # reading and would never see the EOF; the socket itself is watched instead.
     listener, script = served
-    burst = [b"X" * (512 << 10)] * 6  # 3 MiB behind the wait: more than the reader buffers
+    # More than the reader reads ahead at most, less than that plus the socket buffers hold
+    # (the client's FIN must still get through to the paused socket).
+    burst = [b"X" * (READ_AHEAD_MAX // 4)] * 4 + [b"X" * (64 << 10)]
     await send_and_close(listener, b"W", *burst, wait=script.waiting.wait)
     await asyncio.wait_for(script.cancelled.wait(), 3)
     await asyncio.wait_for(closed_by_server(listener), 3)

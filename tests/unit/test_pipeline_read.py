@@ -4,12 +4,13 @@ splitting (Spark's KafkaOffsetRangeCalculator), the lag figures, record headers 
 from __future__ import annotations
 
 import json
+import pickle
 
 import pytest
 
 from pipeline.client import MinibrokerError
 from pipeline.lag import offsets_behind_latest
-from pipeline.options import ReadOptions, Subscription, duration_ms, java_regex
+from pipeline.options import ReadOptions, Subscription, WriteOptions, duration_ms, java_regex
 from pipeline.ranges import Range, split_ranges
 from pipeline.rows import ARROW_SCHEMA_WITH_HEADERS, record_batch
 from protocol.records.record_batch import LOG_APPEND_TIME, build_batch
@@ -59,10 +60,47 @@ def test_kafka_prefixed_options() -> None:
                              streaming=False).fetch_max_bytes == 100
     for name, needle in [("kafka.auto.offset.reset", "startingOffsets"), ("kafka.key.deserializer", "keys"),
                          ("kafka.value.deserializer", "values"), ("kafka.enable.auto.commit", "not supported"),
-                         ("kafka.interceptor.classes", "not supported"), ("kafka.security.protocol", "PLAINTEXT only"),
+                         ("kafka.interceptor.classes", "not supported"),
                          ("kafka.isolation.level", "must be one of")]:
         with pytest.raises(MinibrokerError, match=needle):
             ReadOptions.parse(BASE | {"subscribe": "t", name: "SSL"}, streaming=True)
+
+
+JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="bob" '
+        'password="bob-pw-secret-9";')
+
+
+def test_kafka_security_options_build_the_client_security() -> None:
+    """Spark's kafka.security.protocol / kafka.ssl.* / kafka.sasl.* options, for reading and writing
+    alike; refusals name the option, never a secret value."""
+    security = {"kafka.security.protocol": "SASL_SSL", "kafka.ssl.truststore.type": "PEM",
+                "kafka.ssl.truststore.location": "/certs/ca.pem", "kafka.ssl.endpoint.identification.algorithm": "",
+                "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": JAAS}
+    for settings in (ReadOptions.parse(BASE | {"subscribe": "t"} | security, streaming=False).settings,
+                     WriteOptions.parse(BASE | {"topic": "t"} | security).settings):
+        s = settings.security
+        assert (s.security_protocol, s.ssl_truststore_location, s.check_hostname, s.sasl_mechanism,
+                s.sasl_username, s.sasl_password) == ("SASL_SSL", "/certs/ca.pem", False, "SCRAM-SHA-512", "bob",
+                                                      "bob-pw-secret-9")
+        assert "bob-pw-secret-9" not in repr(settings)
+        assert pickle.loads(pickle.dumps(settings)) == settings  # travels to Spark's workers
+    assert ReadOptions.parse(BASE | {"subscribe": "t"}, streaming=False).settings.security.security_protocol == "PLAINTEXT"
+    bad = [({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.jaas.config": JAAS}, "kafka.sasl.mechanism"),
+           ({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI", "kafka.sasl.jaas.config": JAAS},
+            "kafka.sasl.mechanism"),
+           ({"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"}, "kafka.sasl.jaas.config"),
+           ({"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
+             "kafka.sasl.jaas.config": JAAS.rstrip(";")}, "kafka.sasl.jaas.config"),
+           ({"kafka.security.protocol": "SSL", "kafka.ssl.keystore.type": "JKS"}, "kafka.ssl.keystore.type"),
+           ({"kafka.security.protocol": "SSL", "kafka.ssl.keystore.password": "store-pw-secret-9"},
+            "kafka.ssl.keystore.password"),
+           ({"kafka.security.protocol": "TLS"}, "kafka.security.protocol")]
+    for options, needle in bad:
+        for parse in (lambda o: ReadOptions.parse(BASE | {"subscribe": "t"} | o, streaming=True),
+                      lambda o: WriteOptions.parse(BASE | {"topic": "t"} | o)):
+            with pytest.raises(MinibrokerError, match=needle) as e:
+                parse(options)
+            assert "secret-9" not in str(e.value)
 
 
 def test_reading_options_defaults_and_checks() -> None:
