@@ -12,6 +12,7 @@ from broker.replication.replica_manager import ReplicaManager
 from broker.replication.throttles import ReplicationThrottles
 from quotas.client import ClientQuotaManager
 from quotas.controller_mutation import ControllerMutationQuotaManager
+from quotas.entities import Tags
 
 Samples = list[tuple[dict[str, str], float]]
 
@@ -31,34 +32,41 @@ def register_replication_gauges(m: Registry, replicas: ReplicaManager, throttles
 
 def register_quota_gauges(m: Registry, produce: ClientQuotaManager, fetch: ClientQuotaManager,
                           mutation: ControllerMutationQuotaManager, now_ms: Callable[[], float]) -> None:
+    """One series per quota sensor, labelled with its tags as Kafka's (KIP-55): `user` is the
+    sanitized user or "" and `client_id` the client id or "", whichever the matched quota level
+    names. With client-id quotas only, `user` is "" (Prometheus' "no label"), so the series are
+    those of before user quotas."""
     byte_quotas = (produce, fetch)
+
+    def labels(tags: Tags, **more: str) -> dict[str, str]:
+        return {"user": tags.user, "client_id": tags.client_id, **more}
 
     def client_rates() -> Samples:
         now = now_ms()
-        return [({"client_id": c, "type": q.kind}, q.rate(c, now)) for q in byte_quotas for c in q.clients()]
+        return [(labels(t, type=q.kind), q.rate(t, now)) for q in byte_quotas for t in q.all_tags()]
 
     def client_throttles() -> Samples:
         now = now_ms()
-        return [({"client_id": c, "type": q.kind}, q.throttle_time_avg(c, now))
-                for q in byte_quotas for c in q.clients()]
+        return [(labels(t, type=q.kind), q.throttle_time_avg(t, now))
+                for q in byte_quotas for t in q.all_tags()]
 
     def client_quotas() -> Samples:
         out = []
         for q in byte_quotas:
-            for c in q.clients():
-                bound = q.quota(c)
+            for t in q.all_tags():
+                bound = q.sensor_quota(t)
                 if bound is not None:
-                    out.append(({"client_id": c, "type": q.kind}, bound))
+                    out.append((labels(t, type=q.kind), bound))
         return out
 
-    def mutation_metric(fn: Callable[[str, float], float | None]) -> Callable[[], Samples]:
+    def mutation_metric(fn: Callable[[Tags, float], float | None]) -> Callable[[], Samples]:
         def samples() -> Samples:
             now = now_ms()
             out = []
-            for c in list(mutation.clients):
-                v = fn(c, now)
+            for t in list(mutation.clients):
+                v = fn(t, now)
                 if v is not None:
-                    out.append(({"client_id": c}, v))
+                    out.append((labels(t), v))
             return out
         return samples
 

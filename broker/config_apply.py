@@ -4,7 +4,9 @@ broker.zk.dynamic_config reads and validates the entity znodes; the handlers her
 values to their owners: broker entities to the KIP-73 throttles and the log cleaner's I/O bound,
 topic entities to the topic config cache, the throttled replica lists, the partitions'
 `min.insync.replicas` and their log settings (retention, segment size and time, cleanup policy),
-client entities to the KIP-13 byte-rate and KIP-599 mutation quotas.
+client entities to the KIP-13 byte-rate and KIP-599 mutation quotas, and so do user and
+user+client-id entities (KIP-55: `<user>` or `<user>/clients/<id>`, the user sanitized or
+`<default>`); the SCRAM credentials those user znodes also hold are not read here.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from broker.zk.config_entities import (
     DEFAULT_ENTITY,
     PRODUCER_BYTE_RATE,
     TOPICS,
+    USERS,
     desanitize,
 )
 from broker.zk.dynamic_config import Handler
@@ -53,7 +56,8 @@ class ConfigApplier:
 
     def handlers(self) -> dict[str, Handler]:
         """For DynamicConfigManager: one handler per entity type."""
-        return {BROKERS: self.on_broker_config, TOPICS: self.on_topic_config, CLIENTS: self.on_client_config}
+        return {BROKERS: self.on_broker_config, TOPICS: self.on_topic_config, CLIENTS: self.on_client_config,
+                USERS: self.on_user_config}
 
     async def on_broker_config(self, name: str, config: dict[str, str]) -> None:
         self.throttles.on_broker_config(name, config)
@@ -61,17 +65,33 @@ class ConfigApplier:
             self.cleaner_rate.on_broker_config(name, config)
 
     async def on_client_config(self, znode_name: str, config: dict[str, str]) -> None:
-        # Kafka URL-encodes client ids in znode names (so "/" and odd characters fit).
-        name = znode_name if znode_name == DEFAULT_ENTITY else desanitize(znode_name)
+        self._set_quotas(None, _client_id(znode_name), config)
 
+    async def on_user_config(self, name: str, config: dict[str, str]) -> None:
+        """`<user>` or `<user>/clients/<id>`: the user stays sanitized (Kafka's UserEntity), the
+        client id is desanitized (its ClientIdEntity)."""
+        parts = name.split("/")
+        if len(parts) == 1:
+            self._set_quotas(parts[0], None, config)
+        elif len(parts) == 3 and parts[1] == CLIENTS:
+            self._set_quotas(parts[0], _client_id(parts[2]), config)
+        else:  # as Kafka's UserConfigHandler, which refuses the path
+            log.warning("quota.bad_user_entity", entity=bounded(name))
+
+    def _set_quotas(self, user: str | None, client_id: str | None, config: dict[str, str]) -> None:
+        # Only the three quota keys: a user znode's SCRAM credentials are never read or logged here.
         def num(key: str) -> float | None:
             return None if key not in config else float(config[key])
 
-        self.produce_quotas.set_entity_quota(name, num(PRODUCER_BYTE_RATE))
-        self.fetch_quotas.set_entity_quota(name, num(CONSUMER_BYTE_RATE))
-        self.mutation_quotas.set_entity_quota(name, num(CONTROLLER_MUTATION_RATE), self.now_ms())
-        log.info("quota.client_config", client_id=bounded(name), producer_byte_rate=num(PRODUCER_BYTE_RATE),
-                 consumer_byte_rate=num(CONSUMER_BYTE_RATE), controller_mutation_rate=num(CONTROLLER_MUTATION_RATE))
+        self.produce_quotas.set_quota(user, client_id, num(PRODUCER_BYTE_RATE))
+        self.fetch_quotas.set_quota(user, client_id, num(CONSUMER_BYTE_RATE))
+        self.mutation_quotas.set_quota(user, client_id, num(CONTROLLER_MUTATION_RATE), self.now_ms())
+        entity = {} if user is None else {"user": bounded(user)}
+        if client_id is not None:
+            entity["client_id"] = bounded(client_id)
+        log.info("quota.user_config" if user is not None else "quota.client_config", **entity,
+                 producer_byte_rate=num(PRODUCER_BYTE_RATE), consumer_byte_rate=num(CONSUMER_BYTE_RATE),
+                 controller_mutation_rate=num(CONTROLLER_MUTATION_RATE))
 
     async def on_topic_config(self, topic: str, config: dict[str, str]) -> None:
         self.topic_configs.set(topic, config)
@@ -80,3 +100,8 @@ class ConfigApplier:
             topic, topic_int(topic, config, "min.insync.replicas", self.default_min_isr))
         # Retention and rolling (issue 17): segment.bytes/ms, retention.*, cleanup.policy, live.
         self.replicas.set_topic_log_config(topic, log_config(topic, config, self.replicas.config))
+
+
+def _client_id(znode_name: str) -> str:
+    # Kafka URL-encodes client ids in znode names (so "/" and odd characters fit).
+    return znode_name if znode_name == DEFAULT_ENTITY else desanitize(znode_name)

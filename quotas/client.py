@@ -7,12 +7,17 @@ measured rate is above its quota T is held for `round((O - T) / T * W)` ms, O th
 and W the Rate's window at that moment — the time it takes for the window's average to
 come back down to T if the client sends nothing.
 
-Where the quota comes from, highest first: the client's own `/config/clients/<id>`, then
-`/config/clients/<default>`, then the static `quota.<type>.override` list, then
-`quota.<type>.default`. Clients without a client id share the "" entity. A quota at or
-above Long.MaxValue is unlimited, and unlimited clients are still measured (their rate is a
-metric). Sensors of clients idle for an hour are dropped (Kafka's sensor expiry), so a
-stream of one-off client ids does not grow the broker.
+Where the quota comes from and which sensor a request counts under is KIP-55's precedence
+over user, user+client-id and client-id entities (`quotas.entities`): a sensor is keyed by
+its `Tags` (user, client id), "" for a part the matched level leaves out. Below the user
+levels: `/config/clients/<id>`, then `/config/clients/<default>`, then the static
+`quota.<type>.override` list, then `quota.<type>.default`. Clients without a client id
+share the "" entity. A quota at or above Long.MaxValue is unlimited, and unlimited clients
+are still measured (their rate is a metric). Sensors idle for an hour are dropped (Kafka's
+sensor expiry), so a stream of one-off client ids does not grow the broker.
+
+Every method takes the request's client id and, as `user`, its principal's name in Kafka's
+sanitized form ("" when there is no principal: then only client-id levels can match).
 
 Departure from Kafka: pacing. Kafka's throttle lets a client through whenever the
 window's average is under T, so a client offering more than its quota sends a window's
@@ -31,10 +36,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from quotas.entities import DEFAULT, LONG_MAX, QuotaEntities, Tags, sensor_tags
 from quotas.rate import Rate, WindowedSum, exceeds
 from quotas.token_bucket import TokenBucket
 
-LONG_MAX = (1 << 63) - 1
+__all__ = ["LONG_MAX", "ClientQuotaManager", "Tags"]
 SENSOR_EXPIRY_MS = 3600 * 1000
 
 
@@ -55,38 +61,37 @@ class ClientQuotaManager:
     window_seconds: float = 1
     static_default: float = LONG_MAX
     static_overrides: dict[str, float] = field(default_factory=dict)
-    entity_quotas: dict[str, float] = field(default_factory=dict)  # /config/clients: id or <default>
-    sensors: dict[str, _Sensor] = field(default_factory=dict)
+    sensors: dict[Tags, _Sensor] = field(default_factory=dict)
     pace_burst_seconds: float | None = 1.0
+    entities: QuotaEntities = field(init=False)
     _last_expiry_ms: float = 0.0
 
-    DEFAULT_ENTITY = "<default>"
+    DEFAULT_ENTITY = DEFAULT
+
+    def __post_init__(self) -> None:
+        self.entities = QuotaEntities(self.static_default, self.static_overrides)
 
     # ---- quotas ------------------------------------------------------------------------
 
     def set_entity_quota(self, entity: str, bytes_per_second: float | None) -> None:
-        """A dynamic quota for a client id or for `<default>`; None removes it."""
-        if bytes_per_second is None:
-            self.entity_quotas.pop(entity, None)
-        else:
-            self.entity_quotas[entity] = bytes_per_second
+        """A dynamic quota for a client id or for `<default>` (`/config/clients/...`); None removes it."""
+        self.entities.set(None, entity, bytes_per_second)
 
-    def quota(self, client_id: str) -> float | None:
-        """The bound in force for this client, None when unlimited."""
-        q = self.entity_quotas.get(client_id)
-        if q is None:
-            q = self.entity_quotas.get(self.DEFAULT_ENTITY)
-        if q is None:
-            q = self.static_overrides.get(client_id, self.static_default)
-        return None if q >= LONG_MAX else q
+    def set_quota(self, user: str | None, client_id: str | None, bytes_per_second: float | None) -> None:
+        """A dynamic quota for any KIP-55 entity (user sanitized or `<default>`; None: not part of it)."""
+        self.entities.set(user, client_id, bytes_per_second)
+
+    def quota(self, client_id: str, user: str = "") -> float | None:
+        """The bound in force for a request of this client and user, None when unlimited."""
+        return self.entities.resolve(user, client_id)[1]
 
     # ---- measuring and throttling --------------------------------------------------------
 
-    def _sensor(self, client_id: str, now_ms: float) -> _Sensor:
-        s = self.sensors.get(client_id)
+    def _sensor(self, tags: Tags, now_ms: float) -> _Sensor:
+        s = self.sensors.get(tags)
         if s is None:
-            s = self.sensors[client_id] = _Sensor(Rate(self.samples, self.window_seconds),
-                                                  WindowedSum(self.samples, self.window_seconds * 1000))
+            s = self.sensors[tags] = _Sensor(Rate(self.samples, self.window_seconds),
+                                             WindowedSum(self.samples, self.window_seconds * 1000))
         s.last_ms = now_ms
         return s
 
@@ -109,11 +114,11 @@ class ClientQuotaManager:
             s.pace.set_quota(quota, now_ms)
         return s.pace
 
-    def record(self, client_id: str, nbytes: int, now_ms: float) -> int:
+    def record(self, client_id: str, nbytes: int, now_ms: float, user: str = "") -> int:
         """Count bytes sent or received for this client; the throttle (ms) they earn."""
-        s = self._sensor(client_id, now_ms)
+        tags, quota = self.entities.resolve(user, client_id)
+        s = self._sensor(tags, now_ms)
         s.rate.record(nbytes, now_ms)
-        quota = self.quota(client_id)
         throttle = self._throttle_ms(s, quota, now_ms)
         bucket = self._bucket(s, quota, now_ms)
         if bucket is not None:
@@ -124,10 +129,10 @@ class ClientQuotaManager:
         self._maybe_expire(now_ms)
         return throttle
 
-    def throttle_before(self, client_id: str, now_ms: float) -> int:
+    def throttle_before(self, client_id: str, now_ms: float, user: str = "") -> int:
         """KIP-13's fetch path: the delay owed now, before reading (nothing recorded)."""
-        s = self._sensor(client_id, now_ms)
-        quota = self.quota(client_id)
+        tags, quota = self.entities.resolve(user, client_id)
+        s = self._sensor(tags, now_ms)
         throttle = self._throttle_ms(s, quota, now_ms)
         bucket = self._bucket(s, quota, now_ms)
         if bucket is not None:
@@ -136,31 +141,37 @@ class ClientQuotaManager:
             s.throttle.record(throttle, now_ms)
         return throttle
 
-    def record_only(self, client_id: str, nbytes: int, now_ms: float) -> None:
-        s = self._sensor(client_id, now_ms)
+    def record_only(self, client_id: str, nbytes: int, now_ms: float, user: str = "") -> None:
+        tags, quota = self.entities.resolve(user, client_id)
+        s = self._sensor(tags, now_ms)
         s.rate.record(nbytes, now_ms)
-        bucket = self._bucket(s, self.quota(client_id), now_ms)
+        bucket = self._bucket(s, quota, now_ms)
         if bucket is not None:
             bucket.record(nbytes, now_ms)
         self._maybe_expire(now_ms)
 
-    # ---- what metrics show -------------------------------------------------------------
+    # ---- what metrics show: per sensor, by its tags (a bare client id means ("", id)) -------
 
-    def rate(self, client_id: str, now_ms: float) -> float:
-        s = self.sensors.get(client_id)
+    def rate(self, sensor: Tags | str, now_ms: float) -> float:
+        s = self.sensors.get(sensor_tags(sensor))
         return 0.0 if s is None else s.rate.measure(now_ms)
 
-    def throttle_time_avg(self, client_id: str, now_ms: float) -> float:
+    def throttle_time_avg(self, sensor: Tags | str, now_ms: float) -> float:
         """Kafka's throttle-time sensor: the average throttle over the window (0 when none)."""
-        s = self.sensors.get(client_id)
+        s = self.sensors.get(sensor_tags(sensor))
         return 0.0 if s is None else s.throttle.mean(now_ms)
 
-    def clients(self) -> list[str]:
+    def sensor_quota(self, sensor: Tags) -> float | None:
+        """The bound in force for a sensor's tags (Kafka's quotaLimit), None when unlimited."""
+        return self.entities.limit(sensor)
+
+    def all_tags(self) -> list[Tags]:
         return list(self.sensors)
 
     def _maybe_expire(self, now_ms: float) -> None:
         if now_ms - self._last_expiry_ms < 60_000:
             return
         self._last_expiry_ms = now_ms
-        for cid in [c for c, s in self.sensors.items() if now_ms - s.last_ms > SENSOR_EXPIRY_MS]:
-            del self.sensors[cid]
+        for tags in [t for t, s in self.sensors.items() if now_ms - s.last_ms > SENSOR_EXPIRY_MS]:
+            del self.sensors[tags]
+

@@ -1,8 +1,11 @@
-"""KIP-599's controller mutation quota: a token bucket per client id, counted in partitions.
+"""KIP-599's controller mutation quota: a token bucket per sensor, counted in partitions.
 
-`controller_mutation_rate` comes from `/config/clients/<id>`, else `/config/clients/<default>`;
-without either a client is unlimited (nothing is throttled, the rate is still measured). The
-bucket holds samples × window × rate tokens and starts full.
+`controller_mutation_rate` comes from KIP-55's levels (`quotas.entities`: user+client-id,
+user, client-id entities and their `<default>`s, no static quota); a request counts under
+its sensor's `Tags` (user, client id) as Kafka's ControllerMutationQuotaManager, a
+ClientQuotaManager, does. Without a matching entity a client is unlimited (nothing is
+throttled, the rate is still measured). The bucket holds samples × window × rate tokens and
+starts full.
 
 Strict mode (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) checks before each
 topic: tokens below zero reject it (THROTTLING_QUOTA_EXCEEDED) with throttle
@@ -18,10 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from quotas.entities import DEFAULT, QuotaEntities, Tags, sensor_tags
 from quotas.rate import Rate, WindowedSum
 from quotas.token_bucket import TokenBucket
 
-DEFAULT_ENTITY = "<default>"
+DEFAULT_ENTITY = DEFAULT
 SENSOR_EXPIRY_MS = 3600 * 1000
 
 
@@ -37,27 +41,27 @@ class _ClientState:
 class ControllerMutationQuotaManager:
     samples: int = 11
     window_seconds: float = 1
-    entity_quotas: dict[str, float] = field(default_factory=dict)
-    clients: dict[str, _ClientState] = field(default_factory=dict)
+    entities: QuotaEntities = field(default_factory=QuotaEntities)
+    clients: dict[Tags, _ClientState] = field(default_factory=dict)  # by sensor tags
 
     def set_entity_quota(self, entity: str, rate: float | None, now_ms: float) -> None:
-        """A dynamic rate (partitions/s) for a client id or `<default>`; None removes it.
+        """A dynamic rate (partitions/s) for a client id or `<default>`; None removes it."""
+        self.set_quota(None, entity, rate, now_ms)
+
+    def set_quota(self, user: str | None, client_id: str | None, rate: float | None, now_ms: float) -> None:
+        """A dynamic rate for any KIP-55 entity; None removes it.
 
         Buckets already in use keep their tokens and change only their rate and burst.
         """
-        if rate is None:
-            self.entity_quotas.pop(entity, None)
-        else:
-            self.entity_quotas[entity] = rate
-        for cid, st in self.clients.items():
-            self._rebucket(cid, st, now_ms)
+        self.entities.set(user, client_id, rate)
+        for tags, st in self.clients.items():
+            self._rebucket(tags, st, now_ms)
 
-    def quota(self, client_id: str) -> float | None:
-        q = self.entity_quotas.get(client_id)
-        return self.entity_quotas.get(DEFAULT_ENTITY) if q is None else q
+    def quota(self, client_id: str, user: str = "") -> float | None:
+        return self.entities.resolve(user, client_id)[1]
 
-    def _rebucket(self, client_id: str, st: _ClientState, now_ms: float) -> None:
-        q = self.quota(client_id)
+    def _rebucket(self, tags: Tags, st: _ClientState, now_ms: float) -> None:
+        q = self.entities.limit(tags)
         if q is None:
             st.bucket = None
         elif st.bucket is None:
@@ -65,13 +69,14 @@ class ControllerMutationQuotaManager:
         elif st.bucket.quota != q:
             st.bucket.set_quota(q, now_ms)
 
-    def _state(self, client_id: str, now_ms: float) -> _ClientState:
-        st = self.clients.get(client_id)
+    def _state(self, client_id: str, user: str, now_ms: float) -> _ClientState:
+        tags = self.entities.tags(user, client_id)
+        st = self.clients.get(tags)
         if st is None:
             self._expire(now_ms)
-            st = self.clients[client_id] = _ClientState(Rate(self.samples, self.window_seconds),
-                                                        WindowedSum(self.samples, self.window_seconds * 1000))
-            self._rebucket(client_id, st, now_ms)
+            st = self.clients[tags] = _ClientState(Rate(self.samples, self.window_seconds),
+                                                   WindowedSum(self.samples, self.window_seconds * 1000))
+            self._rebucket(tags, st, now_ms)
         st.last_ms = now_ms
         return st
 
@@ -88,39 +93,40 @@ class ControllerMutationQuotaManager:
             st.throttle.record(ms, now_ms)
         return ms
 
-    def strict(self, client_id: str, partitions: int, now_ms: float) -> int:
+    def strict(self, client_id: str, partitions: int, now_ms: float, user: str = "") -> int:
         """Admit (record, return 0) unless the tokens are already below zero: then the throttle ms."""
-        st = self._state(client_id, now_ms)
+        st = self._state(client_id, user, now_ms)
         if st.bucket is not None and st.bucket.measure(now_ms) < 0:
             return max(1, self._throttle(st, now_ms))
         self._record(st, partitions, now_ms)
         return 0
 
-    def permissive(self, client_id: str, partitions: int, now_ms: float) -> int:
+    def permissive(self, client_id: str, partitions: int, now_ms: float, user: str = "") -> int:
         """Always admit; the throttle (ms) the client owes afterwards."""
-        st = self._state(client_id, now_ms)
+        st = self._state(client_id, user, now_ms)
         self._record(st, partitions, now_ms)
         return self._throttle(st, now_ms)
 
-    def throttle_now(self, client_id: str, now_ms: float) -> int:
+    def throttle_now(self, client_id: str, now_ms: float, user: str = "") -> int:
         """The throttle owed after the topics of one request (for its throttle_time_ms)."""
-        st = self.clients.get(client_id)
+        st = self.clients.get(self.entities.tags(user, client_id))
         return 0 if st is None or st.bucket is None else st.bucket.throttle_ms(now_ms)
 
-    # ---- what metrics show -------------------------------------------------------------
+    # ---- what metrics show: per sensor, by its tags (a bare client id means ("", id)) -------
 
-    def rate(self, client_id: str, now_ms: float) -> float:
-        st = self.clients.get(client_id)
+    def rate(self, sensor: Tags | str, now_ms: float) -> float:
+        st = self.clients.get(sensor_tags(sensor))
         return 0.0 if st is None else st.rate.measure(now_ms)
 
-    def tokens(self, client_id: str, now_ms: float) -> float | None:
-        st = self.clients.get(client_id)
+    def tokens(self, sensor: Tags | str, now_ms: float) -> float | None:
+        st = self.clients.get(sensor_tags(sensor))
         return None if st is None or st.bucket is None else st.bucket.measure(now_ms)
 
-    def throttle_time_avg(self, client_id: str, now_ms: float) -> float:
-        st = self.clients.get(client_id)
+    def throttle_time_avg(self, sensor: Tags | str, now_ms: float) -> float:
+        st = self.clients.get(sensor_tags(sensor))
         return 0.0 if st is None else st.throttle.mean(now_ms)
 
     def _expire(self, now_ms: float) -> None:
-        for cid in [c for c, s in self.clients.items() if now_ms - s.last_ms > SENSOR_EXPIRY_MS]:
-            del self.clients[cid]
+        for tags in [t for t, s in self.clients.items() if now_ms - s.last_ms > SENSOR_EXPIRY_MS]:
+            del self.clients[tags]
+

@@ -4,6 +4,7 @@ ALL_APIS is what is registered, by key: the dispatcher serves it and ApiVersions
 """
 
 from broker.apis import (  # noqa: F401  (imported to register)
+    alter_client_quotas,
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
@@ -15,6 +16,7 @@ from broker.apis import (  # noqa: F401  (imported to register)
     delete_groups,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,

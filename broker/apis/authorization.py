@@ -81,6 +81,9 @@ RULES: dict[ApiKey, tuple[Rule, ...]] = {
     ApiKey.DESCRIBE_ACLS: (Rule(Op.DESCRIBE, T.CLUSTER),),
     ApiKey.CREATE_ACLS: (Rule(Op.ALTER, T.CLUSTER),),
     ApiKey.DELETE_ACLS: (Rule(Op.ALTER, T.CLUSTER),),
+    # Client quotas (KafkaApis.handleDescribe/AlterClientQuotasRequest).
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (Rule(Op.DESCRIBE_CONFIGS, T.CLUSTER),),
+    ApiKey.ALTER_CLIENT_QUOTAS: (Rule(Op.ALTER_CONFIGS, T.CLUSTER),),
     # SCRAM credentials (KIP-554): Describe / Alter on the cluster. SaslHandshake and
     # SaslAuthenticate are checked by nothing: they come before there is anyone to authorize.
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (Rule(Op.DESCRIBE, T.CLUSTER),),

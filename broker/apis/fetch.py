@@ -87,6 +87,7 @@ from broker.apis.produce import served_versions as produce_versions
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.log import KafkaStorageError, OffsetOutOfRange
+from broker.zk.config_entities import quota_user
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_request, encode_fetch_response
 from protocol.messages import fetch as messages
@@ -302,7 +303,8 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     consumer = request["replica_id"] < 0
     throttle_ms = 0
     if consumer:
-        throttle_ms = services.fetch_quotas.throttle_before(ctx.client_id, services.now_ms())
+        throttle_ms = services.fetch_quotas.throttle_before(ctx.client_id, services.now_ms(),
+                                                           user=quota_user(ctx.principal))
         if throttle_ms:
             await asyncio.sleep(throttle_ms / 1000)
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000
@@ -323,7 +325,8 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
                 services.throttles.leader.record(throttled_bytes)
             pieces = encode_fetch_response(ctx.api_version, throttle_ms, responses)
             if consumer:
-                services.fetch_quotas.record_only(ctx.client_id, 4 + sum(len(p) for p in pieces), services.now_ms())
+                services.fetch_quotas.record_only(ctx.client_id, 4 + sum(len(p) for p in pieces), services.now_ms(),
+                                                  user=quota_user(ctx.principal))
             return pieces
         # Not enough yet: what was read is read again on waking, so the wait holds none of it
         # (a long poll on a busy partition would otherwise pin up to max_bytes for max_wait_ms).

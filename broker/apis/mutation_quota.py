@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.zk.config_entities import quota_user
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ class MutationQuota:
         self.ctx = ctx
         self.strict = strict
         self.manager = ctx.services.mutation_quotas
+        self.user = quota_user(ctx.principal)  # KIP-55: the user levels, as the byte-rate quotas
         self.throttle_ms = 0
         self._paid_at_ms = 0.0  # when the debt seen while recording is paid back
 
@@ -31,14 +33,14 @@ class MutationQuota:
         """Take `partitions` for one topic; False (with the error set on `res`) when rejected."""
         now = self.ctx.services.now_ms()
         if self.strict:
-            throttle = self.manager.strict(self.ctx.client_id, partitions, now)
+            throttle = self.manager.strict(self.ctx.client_id, partitions, now, user=self.user)
             if throttle:
                 self._owe(throttle, now)
                 res["error_code"] = ErrorCode.THROTTLING_QUOTA_EXCEEDED
                 res["error_message"] = QUOTA_EXCEEDED_MESSAGE
                 return False
             return True
-        self._owe(self.manager.permissive(self.ctx.client_id, partitions, now), now)
+        self._owe(self.manager.permissive(self.ctx.client_id, partitions, now, user=self.user), now)
         return True
 
     def _owe(self, throttle_ms: int, now_ms: float) -> None:

@@ -58,6 +58,7 @@ from broker.apis.context import BrokerServices
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from broker.metadata import topic_name_error
+from broker.zk.config_entities import quota_user
 from broker.zk.topic_configs import topic_int
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -210,7 +211,8 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             codes = await asyncio.gather(*(rm.wait_for_hw(part, target, timeout) for _, part, target in waits))
         for (entry, _, _), code in zip(waits, codes, strict=True):
             entry["error_code"] = code
-    throttle_ms = services.produce_quotas.record(ctx.client_id, ctx.size, services.now_ms())
+    throttle_ms = services.produce_quotas.record(ctx.client_id, ctx.size, services.now_ms(),
+                                                 user=quota_user(ctx.principal))
     if acks == 0:
         if throttle_ms:
             ctx.conn.mute_for(throttle_ms / 1000)

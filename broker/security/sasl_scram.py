@@ -68,6 +68,8 @@ class CredentialCache:
 
     async def on_user_config(self, znode_name: str, config: dict[str, str]) -> None:
         """The dynamic-config handler for `/config/users/<sanitized user>`."""
+        if "/" in znode_name:  # `<user>/clients/<id>`: a KIP-55 quota entity, no credentials
+            return
         self.set_user(desanitize(znode_name), config)
 
 

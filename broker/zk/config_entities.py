@@ -8,6 +8,7 @@ with a message that names the key.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from urllib.parse import quote, unquote
 
 from broker.zk.scram_credentials import HASHES as SCRAM_MECHANISMS
@@ -155,12 +156,24 @@ def _scram_credential(key: str, value: str) -> ScramCredential:
 
 
 USER_KEYS = {mechanism: _scram_credential for mechanism in SCRAM_MECHANISMS}
-KEYS = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS, USERS: USER_KEYS}
+# Quota keys of /config/users/<user>[/clients/<id>] (KIP-55). The same znodes hold SCRAM
+# credentials (SCRAM-SHA-256/512), which the quota side neither reads nor logs.
+USER_QUOTA_KEYS = CLIENT_KEYS
+# The users entity serves both: SCRAM credentials (broker.zk.scram_credentials) and the quota keys.
+KEYS = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS, USERS: {**USER_KEYS, **USER_QUOTA_KEYS}}
 
 
 def sanitize(entity_name: str) -> str:
-    """Kafka's Sanitizer: a client id as a znode name (URL-encoded, `*` too, `~` kept)."""
-    return quote(entity_name, safe="")
+    """Kafka's Sanitizer: a user or client id as a znode name (Java's URLEncoder, then `*` as %2A
+    and space as %20: only letters, digits and `.-_` stay as they are; `~` becomes %7E)."""
+    return quote(entity_name, safe="").replace("~", "%7E")
+
+
+@lru_cache(maxsize=4096)
+def quota_user(principal: str) -> str:
+    """The user a request's quotas are looked up by: the principal's name (`User:alice` -> alice),
+    sanitized as in the /config/users znode names and Kafka's `user` metric tag."""
+    return sanitize(principal.partition(":")[2])
 
 
 def desanitize(znode_name: str) -> str:

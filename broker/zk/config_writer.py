@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from broker.zk import layout as L
-from broker.zk.client import NodeExistsError, NoNodeError, ZkClient
+from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 from broker.zk.config_entities import InvalidConfig, validate
 
 
@@ -26,29 +26,38 @@ async def read_entity(zk: ZkClient, entity_type: str, znode_name: str) -> tuple[
     return L.decode_entity_config(data), version
 
 
+CONFLICT_RETRIES = 10
+
+
 async def alter_entity(zk: ZkClient, entity_type: str, znode_name: str, adds: Mapping[str, str],
                        deletes: Iterable[str] = (), force: bool = False) -> bool:
     """Merges `adds`, drops `deletes`; validates, writes, notifies. False when nothing changed
     (and then nothing is written, unless `force`, as kafka-configs always writes).
 
-    Raises InvalidConfig (nothing written) for a bad key or value.
+    Raises InvalidConfig (nothing written) for a bad key or value. The merge is made on the znode as
+    read and written with a conditional set; another writer in between (a set, a create, a delete)
+    costs a fresh read and another try (Kafka sets unconditionally), a few times before InvalidConfig.
     """
-    current, version = await read_entity(zk, entity_type, znode_name)
-    drop = set(deletes)
-    merged = {k: v for k, v in current.items() if k not in drop}
-    merged.update(adds)
     validate(entity_type, dict(adds))
-    if merged == current and not force:
-        return False
-    body = L.encode_entity_config(merged)
+    drop = set(deletes)
     path = entity_path(entity_type, znode_name)
-    if version < 0:
+    for _ in range(CONFLICT_RETRIES):
+        current, version = await read_entity(zk, entity_type, znode_name)
+        merged = {k: v for k, v in current.items() if k not in drop}
+        merged.update(adds)
+        if merged == current and not force:
+            return False
+        body = L.encode_entity_config(merged)
         try:
-            await zk.create(path, body, make_parents=True)
-        except NodeExistsError:
-            raise InvalidConfig(path, "", "was created concurrently; run the command again") from None
+            if version < 0:
+                await zk.create(path, body, make_parents=True)
+            else:
+                await zk.set(path, body, version=version)
+            break
+        except (NodeExistsError, BadVersionError, NoNodeError):
+            continue
     else:
-        await zk.set(path, body, version=version)
+        raise InvalidConfig(path, "", "kept changing concurrently; run the command again")
     await zk.ensure_path(L.CONFIG_CHANGES)
     await zk.create(f"{L.CONFIG_CHANGES}/config_change_",
                     L.dumps({"version": 2, "entity_path": f"{entity_type}/{znode_name}"}), sequential=True)

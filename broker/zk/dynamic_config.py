@@ -1,7 +1,8 @@
 """Dynamic config from ZooKeeper, in Kafka's layout (`/config/<type>/<name>` + `/config/changes`).
 
 A notification (`config_change_<10 digits>`, body v2 `{"entity_path": "brokers/0"}` or v1
-`{"entity_type", "entity_name"}`) is only a trigger: the entity znode is re-read and its
+`{"entity_type", "entity_name"}`; KIP-55's nested `users/<user>/clients/<id>` arrives as the
+users entity `<user>/clients/<id>`) is only a trigger: the entity znode is re-read and its
 whole config applied. Notifications are handled in sequence order, each once; after a
 reconnect or a new session the child watch is re-read, so the ones written meanwhile are
 caught up. Those older than 15 minutes are purged. At start-up every existing entity
@@ -21,7 +22,7 @@ import structlog
 
 from broker.zk import layout as L
 from broker.zk.client import NoNodeError, ZkClient
-from broker.zk.config_entities import KEYS, InvalidConfig, validate
+from broker.zk.config_entities import CLIENTS, KEYS, USERS, InvalidConfig, validate
 
 log = structlog.get_logger()
 
@@ -73,15 +74,28 @@ class DynamicConfigManager:
     async def start(self) -> None:
         async with self._lock:
             for etype in self.handlers:
-                try:
-                    names = await self.zk.get_children(f"{L.CONFIG_ROOT}/{etype}")
-                except NoNodeError:
-                    continue
-                for name in names:
+                for name in await self._entity_names(etype):
                     await self.apply_entity(etype, name)
             existing = [self._seq(c) for c in await self.zk.get_children(L.CONFIG_CHANGES)]
             self.last_seq = max([s for s in existing if s is not None], default=-1)
         await self.zk.watch_children(L.CONFIG_CHANGES, self._changes)
+
+    async def _entity_names(self, etype: str) -> list[str]:
+        """Every entity of a type; for users also `<user>/clients/<id>` (KIP-55's nested entities)."""
+        try:
+            names = await self.zk.get_children(f"{L.CONFIG_ROOT}/{etype}")
+        except NoNodeError:
+            return []
+        if etype != USERS:
+            return names
+        nested = []
+        for user in names:
+            try:
+                clients = await self.zk.get_children(f"{L.CONFIG_ROOT}/{etype}/{user}/{CLIENTS}")
+            except NoNodeError:
+                continue
+            nested += [f"{user}/{CLIENTS}/{client}" for client in clients]
+        return names + nested
 
     @staticmethod
     def _seq(child: str) -> int | None:
@@ -146,8 +160,9 @@ class DynamicConfigManager:
                 validate(etype, {key: value})
                 accepted[key] = value
             except InvalidConfig as e:
-                log.warning("config.invalid_value", entity_type=etype, entity=name, key=key, error=str(e),
-                            kept=previous.get(key))
+                secret = key.startswith("SCRAM-")  # credentials share the user znodes: values never logged
+                log.warning("config.invalid_value", entity_type=etype, entity=name, key=key,
+                            error=e.why if secret else str(e), kept=None if secret else previous.get(key))
                 if key in previous:
                     accepted[key] = previous[key]
         self.in_force[(etype, name)] = accepted

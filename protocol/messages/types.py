@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Generic, NotRequired, TypedDict, TypeVar
 
 from protocol.messages import (
+    alter_client_quotas,
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
@@ -25,6 +26,7 @@ from protocol.messages import (
     delete_groups,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -1472,6 +1474,108 @@ class OffsetDeleteResponse(TypedDict):
     topics: list[OffsetDeleteResponseTopic]
 
 
+# ---- DescribeClientQuotas (key 48), versions 0-1 -------------------------------------------------
+
+
+class DescribeClientQuotasRequestComponent(TypedDict):
+    """An element of DescribeClientQuotasRequest.components[]."""
+
+    entity_type: str
+    match_type: int
+    match: str | None
+
+
+class DescribeClientQuotasRequest(TypedDict):
+    """DescribeClientQuotas request, versions 0-1."""
+
+    components: list[DescribeClientQuotasRequestComponent]
+    strict: bool
+
+
+class DescribeClientQuotasResponseEntryEntity(TypedDict):
+    """An element of DescribeClientQuotasResponse.entries[].entity[]."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class DescribeClientQuotasResponseEntryValue(TypedDict):
+    """An element of DescribeClientQuotasResponse.entries[].values[]."""
+
+    key: str
+    value: float
+
+
+class DescribeClientQuotasResponseEntry(TypedDict):
+    """An element of DescribeClientQuotasResponse.entries[]."""
+
+    entity: list[DescribeClientQuotasResponseEntryEntity]
+    values: list[DescribeClientQuotasResponseEntryValue]
+
+
+class DescribeClientQuotasResponse(TypedDict):
+    """DescribeClientQuotas response, versions 0-1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponseEntry] | None
+
+
+# ---- AlterClientQuotas (key 49), versions 0-1 ----------------------------------------------------
+
+
+class AlterClientQuotasRequestEntryEntity(TypedDict):
+    """An element of AlterClientQuotasRequest.entries[].entity[]."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasRequestEntryOp(TypedDict):
+    """An element of AlterClientQuotasRequest.entries[].ops[]."""
+
+    key: str
+    value: float
+    remove: bool
+
+
+class AlterClientQuotasRequestEntry(TypedDict):
+    """An element of AlterClientQuotasRequest.entries[]."""
+
+    entity: list[AlterClientQuotasRequestEntryEntity]
+    ops: list[AlterClientQuotasRequestEntryOp]
+
+
+class AlterClientQuotasRequest(TypedDict):
+    """AlterClientQuotas request, versions 0-1."""
+
+    entries: list[AlterClientQuotasRequestEntry]
+    validate_only: bool
+
+
+class AlterClientQuotasResponseEntryEntity(TypedDict):
+    """An element of AlterClientQuotasResponse.entries[].entity[]."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasResponseEntry(TypedDict):
+    """An element of AlterClientQuotasResponse.entries[]."""
+
+    error_code: int
+    error_message: str | None
+    entity: list[AlterClientQuotasResponseEntryEntity]
+
+
+class AlterClientQuotasResponse(TypedDict):
+    """AlterClientQuotas response, versions 0-1."""
+
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponseEntry]
+
+
 # ---- DescribeUserScramCredentials (key 50), versions 0-0 -----------------------------------------
 
 
@@ -1648,6 +1752,10 @@ DELETE_GROUPS: Api[DeleteGroupsRequest, DeleteGroupsResponse] = Api(delete_group
 INCREMENTAL_ALTER_CONFIGS: Api[IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse] = Api(
     incremental_alter_configs.API_KEY, incremental_alter_configs.NAME)
 OFFSET_DELETE: Api[OffsetDeleteRequest, OffsetDeleteResponse] = Api(offset_delete.API_KEY, offset_delete.NAME)
+DESCRIBE_CLIENT_QUOTAS: Api[DescribeClientQuotasRequest, DescribeClientQuotasResponse] = Api(
+    describe_client_quotas.API_KEY, describe_client_quotas.NAME)
+ALTER_CLIENT_QUOTAS: Api[AlterClientQuotasRequest, AlterClientQuotasResponse] = Api(
+    alter_client_quotas.API_KEY, alter_client_quotas.NAME)
 DESCRIBE_USER_SCRAM_CREDENTIALS: Api[DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse] = Api(
     describe_user_scram_credentials.API_KEY, describe_user_scram_credentials.NAME)
 ALTER_USER_SCRAM_CREDENTIALS: Api[AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse] = Api(

@@ -301,6 +301,16 @@ def codec_seeds() -> list[Recorded]:
             {"resource_type": 3, "resource_name": "fuzz-", "resource_pattern_type": 4, **acl}]}))
         bodies.append((ApiKey.DESCRIBE_ACLS, v, acl_filter))
         bodies.append((ApiKey.DELETE_ACLS, v, {"filters": [acl_filter]}))
+    # Client quotas (KIP-55): neither confluent-kafka nor kafka-python has an admin call for them.
+    for v in range(2):
+        bodies.append((ApiKey.DESCRIBE_CLIENT_QUOTAS, v, {"strict": False, "components": [
+            {"entity_type": "user", "match_type": 0, "match": "alice"},
+            {"entity_type": "client-id", "match_type": 1, "match": None}]}))
+        bodies.append((ApiKey.ALTER_CLIENT_QUOTAS, v, {"validate_only": False, "entries": [
+            {"entity": [{"entity_type": "user", "entity_name": "alice"},
+                        {"entity_type": "client-id", "entity_name": None}],
+             "ops": [{"key": "producer_byte_rate", "value": 100000.0, "remove": False},
+                     {"key": "controller_mutation_rate", "value": 0.0, "remove": True}]}]}))
     # SASL: the capture broker has no SASL listener, so the exchange and the credential APIs are
     # built here (a PLAIN token, a SCRAM client-first, an upsertion with a salted password).
     for v in range(2):

@@ -134,10 +134,14 @@ def paced_producer(bootstrap: str, client_id: str, topic: str, rate: float, seco
     p.flush(0)  # whatever is still queued is the throttled excess; not waited for
 
 
-def consume_for(bootstrap: str, client_id: str, topic: str, seconds: float, marks: list[tuple[float, int]]) -> None:
-    """Partition 0 of `topic` from the start for `seconds`; (seconds since start, value bytes so far) into `marks`."""
+def consume_for(bootstrap: str, client_id: str, topic: str, seconds: float, marks: list[tuple[float, int]],
+                **conf: object) -> None:
+    """Partition 0 of `topic` from the start for `seconds`; (seconds since start, value bytes so far) into `marks`.
+
+    `conf` adds consumer settings (security, for one)."""
     c = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": f"g-{client_id}",
-                  "enable.auto.commit": False, "fetch.max.bytes": 1_000_000, "max.partition.fetch.bytes": 65536})
+                  "enable.auto.commit": False, "fetch.max.bytes": 1_000_000, "max.partition.fetch.bytes": 65536,
+                  **conf})
     c.assign([TopicPartition(topic, 0, 0)])
     got = 0
     start = time.monotonic()

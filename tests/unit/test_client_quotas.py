@@ -126,7 +126,7 @@ def test_idle_sensors_expire() -> None:
     q = ClientQuotaManager("produce")
     q.record("gone", 1, 0)
     q.record("here", 1, 3_700_000)
-    assert q.clients() == ["here"]
+    assert q.all_tags() == [("", "here")]
 
 
 @pytest.mark.parametrize("t0", [0, 86_400_000])  # a clock that started long ago (monotonic ms)

@@ -52,3 +52,24 @@ async def test_broker_config_sets_the_throttle_rates(tmp_path: Path) -> None:
     await a.handlers()["brokers"]("1", {"leader.replication.throttled.rate": "500"})
     await a.handlers()["brokers"]("2", {"follower.replication.throttled.rate": "500"})  # another broker's
     assert (a.throttles.leader.quota, a.throttles.follower.quota) == (500, None)
+
+
+async def test_user_configs_set_the_user_levels_and_ignore_scram_credentials(tmp_path: Path) -> None:
+    a = applier(tmp_path)
+    scram = "salt=c2FsdA==,stored_key=a2V5,server_key=c2tleQ==,iterations=4096"
+    await a.handlers()["users"]("alice", {"producer_byte_rate": "2000", "SCRAM-SHA-256": scram})
+    await a.handlers()["users"]("alice/clients/app%2F1", {"consumer_byte_rate": "500"})
+    await a.handlers()["users"]("<default>/clients/<default>", {"controller_mutation_rate": "3"})
+    assert a.produce_quotas.quota("app/1", user="alice") == 2000
+    assert a.fetch_quotas.quota("app/1", user="alice") == 500
+    assert a.fetch_quotas.quota("other", user="alice") is None
+    assert a.mutation_quotas.quota("x", user="bob") == 3
+    assert a.produce_quotas.entities.quotas == {("alice", None): 2000.0}  # nothing from the SCRAM key
+    await a.handlers()["users"]("alice", {})  # the znode emptied or deleted: the quota goes
+    assert a.produce_quotas.quota("app/1", user="alice") is None
+
+
+async def test_a_user_entity_path_of_another_shape_is_ignored(tmp_path: Path) -> None:
+    a = applier(tmp_path)
+    await a.handlers()["users"]("alice/groups/x", {"producer_byte_rate": "2000"})
+    assert a.produce_quotas.entities.quotas == {}

@@ -5,6 +5,9 @@ import pytest
 from broker.zk.config_entities import (
     ALL,
     InvalidConfig,
+    desanitize,
+    quota_user,
+    sanitize,
     split_config_list,
     throttled_partitions,
     validate,
@@ -69,3 +72,22 @@ def test_the_cleaner_io_bound_is_a_dynamic_broker_key() -> None:
         "log.cleaner.io.max.bytes.per.second": 1048576.0}
     with pytest.raises(InvalidConfig):
         validate("brokers", {"log.cleaner.io.max.bytes.per.second": "-1"})
+
+
+def test_sanitize_is_kafkas_sanitizer() -> None:
+    # Java's URLEncoder keeps letters, digits and .-*_; Kafka then writes * as %2A and space as %20.
+    assert sanitize("user a*b~c/d.e-f_g") == "user%20a%2Ab%7Ec%2Fd.e-f_g"
+    assert sanitize("é") == "%C3%A9"
+    assert desanitize(sanitize("user a*b~c/d")) == "user a*b~c/d"
+
+
+def test_quota_user_is_the_principals_sanitized_name() -> None:
+    assert quota_user("User:ANONYMOUS") == "ANONYMOUS"
+    assert quota_user("User:CN=alice,O=x") == "CN%3Dalice%2CO%3Dx"
+
+
+def test_users_entities_take_the_quota_keys() -> None:
+    assert validate("users", {"producer_byte_rate": "1000", "controller_mutation_rate": "2.5"}) == {
+        "producer_byte_rate": 1000, "controller_mutation_rate": 2.5}
+    with pytest.raises(InvalidConfig):
+        validate("users", {"consumer_byte_rate": "0"})

@@ -209,7 +209,8 @@ ADMIN_TABLE = (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKe
                # their requests and decodes their responses with the same declarations
                ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
                ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_GROUPS,
-               ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.FIND_COORDINATOR)
+               ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.FIND_COORDINATOR,
+               ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS)
 KP_CASES = [(k, v, req) for k in ADMIN_TABLE for v in range(MODULES[k].VERSIONS[0], MODULES[k].VERSIONS[1] + 1)
             for req in (True, False)]
 
