@@ -151,8 +151,14 @@ class Log:
         log = cls(directory, segment_bytes, index_interval_bytes, clock, open_files)
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            log._remove_deleted_files()
-            log._load()
+            names = os.listdir(directory)
+            # One listing serves the whole open; the leftovers of an interrupted delete or
+            # compaction swap are rare, and only they cost more listings.
+            if any(name.endswith((DELETED_SUFFIX, CLEANED, SWAP)) for name in names):
+                log._remove_deleted_files()
+                log._complete_swaps()
+                names = os.listdir(directory)
+            log._load(names)
             log._log_start_offset = min(max(log_start_offset, log._bases[0]), log._log_end_offset)
         except BaseException as e:
             log._close_fds()
@@ -161,20 +167,20 @@ class Log:
             raise
         return log
 
-    def _load(self) -> None:
+    def _load(self, names: list[str]) -> None:
+        """The segments named in `names` (the directory's listing, swaps completed) loaded and recovered."""
         marker = self.directory / CLEAN_SHUTDOWN
-        clean = marker.exists()
-        self._complete_swaps()
+        clean = CLEAN_SHUTDOWN in names
         logs: set[int] = set()
         indexes: list[tuple[int, Path]] = []
-        for path in self.directory.iterdir():
-            m = _SEGMENT_FILE.match(path.name)
+        for name in names:
+            m = _SEGMENT_FILE.match(name)
             if m is None:
                 continue
             if m.group(2) == "log":
                 logs.add(int(m.group(1)))
             else:
-                indexes.append((int(m.group(1)), path))
+                indexes.append((int(m.group(1)), self.directory / name))
         for base, path in indexes:
             if base not in logs:  # left behind by a crash during delete or truncation
                 path.unlink(missing_ok=True)
@@ -207,7 +213,8 @@ class Log:
         self._log_end_offset = next_offset
         self._size = sum(s.size for s in self._segments)
         # Removed only now: a crash while loading must recover again next time.
-        marker.unlink(missing_ok=True)
+        if clean:
+            marker.unlink(missing_ok=True)
 
     # ---- properties ------------------------------------------------------------------
 

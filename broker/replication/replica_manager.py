@@ -32,24 +32,33 @@ Both purgatories (acks=all produce, long-poll fetch) wait on one keyed signal
 (broker.signal.KeyedSignal, Kafka's purgatory watch lists): every append, high-watermark move,
 ISR or role change of a partition wakes only the requests waiting on that partition, and a
 failed log directory wakes them all.
+
+Start-up (issue 21): `load_logs` opens every partition directory found in the log dir before the
+broker registers (Kafka's LogManager.loadLogs, which also runs before registration), on worker
+threads, in chunks: the blocking file work (listings, index and checkpoint reads, recovery after a
+kill) overlaps, and the event loop stays free for ZooKeeper. The opened partitions wait in
+`_loaded`, outside `partitions` (no role yet: requests for them are answered as for any partition
+not hosted), until LeaderAndIsr claims them in `_open`; all the loop does then is move the object.
+Shutdown closes the logs the same way, in chunks on worker threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import structlog
 
 from broker.config import BrokerConfig
 from broker.log import FileSlice, KafkaStorageError, Log, OffsetOutOfRange
-from broker.log.dirs import partition_dir
+from broker.log.dirs import InvalidPartitionName, partition_dir
 from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.log.leader_epoch_checkpoint import DeferredSyncs, LeaderEpochFile
 from broker.log.log import CLEAN_SHUTDOWN
@@ -72,12 +81,20 @@ from protocol.records.validator import ValidationConfig, validate
 from quotas.rate import SimpleRate
 
 log = structlog.get_logger()
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 CHECKPOINT = "replication-offset-checkpoint"
 START_CHECKPOINT = "log-start-offset-checkpoint"
 # Kafka 2.8's LogManager.ProducerIdExpirationCheckIntervalMs (not a config there either).
 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_S = 600
 # Logs closed at once at shutdown: fsyncs wait on the disk, not the CPU, so more than the cores.
 _CLOSE_THREADS = 16
+# Logs opened at once at start-up: the work is mostly Python under the GIL, with small reads in
+# between, so a few threads overlap the I/O without fighting over the GIL.
+_LOAD_THREADS = 4
+# Partitions per worker-thread job at start-up and shutdown: one future per partition cost the
+# event loop more than the work (10,000 futures, wrap_future and gather, at shutdown).
+_CHUNK = 64
 
 
 # What check_follower_fetch says of a follower fetch (strings: handlers may not import this layer).
@@ -147,6 +164,8 @@ class ReplicaManager:
         self.wall_clock = wall_clock
         self.broker_id = config.broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Opened at start-up (load_logs), not yet given a role by LeaderAndIsr (see the module docstring).
+        self._loaded: dict[tuple[str, int], Partition] = {}
         self.log_dir: Path = config.log_dirs[0]
         self.dir_failures = LogDirFailureChannel()
         self._offline_listeners: list[Callable[[tuple[str, int]], None]] = []
@@ -220,17 +239,18 @@ class ReplicaManager:
         # Durability once for all of them: every file written without fsync, one syncfs of the
         # log directory's file system, the clean-shutdown markers, one more syncfs. 10,000
         # partitions made ~50,000 fsyncs (26 s on this machine, 16 threads).
-        parts = list(self.partitions.values())
+        parts = list(self.partitions.values()) + list(self._loaded.values())  # unclaimed ones close cleanly too
+        self._loaded.clear()
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(max_workers=_CLOSE_THREADS, thread_name_prefix="log-close") as pool:
-            errors = await asyncio.gather(*(loop.run_in_executor(pool, _close_partition, part) for part in parts))
+            errors = await _in_chunks(loop, pool, _close_partition, parts)
             closed = [part for part, error in zip(parts, errors, strict=True) if error is None and not part.offline]
             for error in errors:
                 if error is not None:
                     self.fail_dir("close", error)
             try:
                 await loop.run_in_executor(pool, sync_file_system, self.log_dir)
-                marks = await asyncio.gather(*(loop.run_in_executor(pool, _mark_clean, part) for part in closed))
+                marks = await _in_chunks(loop, pool, _mark_clean, closed)
                 await loop.run_in_executor(pool, sync_file_system, self.log_dir)
             except OSError as e:
                 self.fail_dir("close", e)
@@ -268,6 +288,9 @@ class ReplicaManager:
             return
         if not self.dir_failures.fail(self.log_dir, operation, error):
             return
+        for loaded in self._loaded.values():
+            loaded.log.abandon()  # never served; the next start recovers them
+        self._loaded.clear()
         self._take_offline(self.partitions.values())
 
     def _take_offline(self, parts: Iterable[Partition]) -> None:
@@ -311,20 +334,14 @@ class ReplicaManager:
             if self.log_dir_offline:
                 self._unopened_offline.add((topic, index))
                 raise KafkaStorageError(self.log_dir, "open", OSError(self.dir_failures.offline[self.log_dir]))
+            part = self._loaded.pop((topic, index), None)
+            if part is not None:  # opened at start-up (load_logs): a role is all it lacks
+                part.log.segment_bytes = segment_bytes or self.config.log_segment_bytes
+                self.partitions[(topic, index)] = part
+                return part
             try:
                 # partition_dir refuses names that would leave the log dir (the handlers check first).
-                directory = partition_dir(self.log_dir, topic, index)
-                clean = (directory / CLEAN_SHUTDOWN).exists()  # Log.open consumes the marker
-                plog = Log.open(directory, segment_bytes=segment_bytes or self.config.log_segment_bytes,
-                                log_start_offset=self._start_checkpointed.get((topic, index), 0))
-                producers = PartitionProducers(plog, self.config.transactional_id_expiration_ms)
-                try:
-                    # What open changes is written by become_leader's new epoch or become_follower.
-                    epochs = LeaderEpochFile.open(plog, self.epoch_syncs, write=False)
-                    producers.load(self.wall_clock(), clean)
-                except BaseException:
-                    plog.abandon()
-                    raise
+                part = self._open_files(topic, index, partition_dir(self.log_dir, topic, index), segment_bytes)
             except KafkaStorageError as e:
                 self._unopened_offline.add((topic, index))
                 self.fail_dir("open", e)
@@ -334,12 +351,75 @@ class ReplicaManager:
                 self.fail_dir("open", e)
                 raise KafkaStorageError(self.log_dir, "open", e) from e
             self._unopened_offline.discard((topic, index))  # out of descriptors before, perhaps
-            part = Partition(topic, index, plog, epochs, producers=producers)
-            part.high_watermark = min(self._checkpointed.get((topic, index), 0), plog.log_end_offset)
             self.partitions[(topic, index)] = part
-            log.info("partition.opened", topic=topic, partition=index, log_end_offset=plog.log_end_offset,
+            log.info("partition.opened", topic=topic, partition=index, log_end_offset=part.log_end_offset,
                      high_watermark=part.high_watermark)
         return part
+
+    def _open_files(self, topic: str, index: int, directory: Path, segment_bytes: int | None) -> Partition:
+        """A partition's log, leader epochs and producer state, opened (and recovered) from its
+        directory. Touches nothing shared but the descriptor pool (which locks): load_logs runs it
+        on worker threads. What it changes in the epochs is written by the role given later."""
+        clean = (directory / CLEAN_SHUTDOWN).exists()  # Log.open consumes the marker
+        plog = Log.open(directory, segment_bytes=segment_bytes or self.config.log_segment_bytes,
+                        log_start_offset=self._start_checkpointed.get((topic, index), 0))
+        producers = PartitionProducers(plog, self.config.transactional_id_expiration_ms)
+        try:
+            # What open changes is written by become_leader's new epoch or become_follower.
+            epochs = LeaderEpochFile.open(plog, self.epoch_syncs, write=False)
+            producers.load(self.wall_clock(), clean)
+        except BaseException:
+            plog.abandon()
+            raise
+        part = Partition(topic, index, plog, epochs, producers=producers)
+        part.high_watermark = min(self._checkpointed.get((topic, index), 0), plog.log_end_offset)
+        return part
+
+    async def load_logs(self) -> None:
+        """Every partition directory in the log dir opened, on worker threads (see the module
+        docstring); before the broker registers, so no LeaderAndIsr or StopReplica can race it.
+
+        A log that fails to open here is left alone: the LeaderAndIsr that names it opens it again
+        on the loop, where a failure is handled as it always was (KAFKA_STORAGE_ERROR, the
+        directory offline, or that partition alone when out of descriptors)."""
+        if self.log_dir_offline:
+            return
+        started = time.monotonic()
+        try:
+            names = os.listdir(self.log_dir)
+        except OSError as e:
+            self.fail_dir("load logs", e)
+            return
+        found: list[tuple[tuple[str, int], Path]] = []
+        for name in names:
+            topic, dash, number = name.rpartition("-")
+            if not dash or not number.isdigit() or (topic, int(number)) in self.partitions:
+                continue
+            try:
+                found.append(((topic, int(number)), partition_dir(self.log_dir, topic, int(number))))
+            except InvalidPartitionName:
+                continue  # not a partition's directory
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(max_workers=_LOAD_THREADS, thread_name_prefix="log-load") as pool:
+            opened = await _in_chunks(loop, pool, self._try_open_files, found)
+        failed = 0
+        for (key, _), part in zip(found, opened, strict=True):
+            if part is None:
+                failed += 1
+            elif key in self.partitions or self.log_dir_offline:
+                part.log.abandon()  # cannot happen before registration; never two logs of one partition
+            else:
+                self._loaded[key] = part
+        log.info("log.loaded", partitions=len(self._loaded), failed=failed,
+                 duration_s=round(time.monotonic() - started, 3))
+
+    def _try_open_files(self, item: tuple[tuple[str, int], Path]) -> Partition | None:
+        (topic, index), directory = item
+        try:
+            return self._open_files(topic, index, directory, None)
+        except (KafkaStorageError, OSError) as e:
+            log.warning("log.load_failed", topic=topic, partition=index, error=str(e))
+            return None
 
     def _read_checkpoint(self, name: str = CHECKPOINT) -> dict[tuple[str, int], int]:
         """Kafka's OffsetCheckpointFile: `0`, a count, then `topic partition offset` lines."""
@@ -354,9 +434,13 @@ class ReplicaManager:
             pass
         return out
 
+    def _hosted(self) -> list[tuple[tuple[str, int], Partition]]:
+        """Every open log, with a role or still waiting for one: the checkpoints keep them all."""
+        return [*self.partitions.items(), *self._loaded.items()]
+
     def write_checkpoint(self) -> None:
         """Kafka's replication-offset-checkpoint: high watermarks survive a restart."""
-        rows = [f"{t} {p} {part.high_watermark}" for (t, p), part in sorted(self.partitions.items())
+        rows = [f"{t} {p} {part.high_watermark}" for (t, p), part in sorted(self._hosted())
                 if not part.offline]
         _write_checkpoint(self.log_dir / CHECKPOINT, rows)
 
@@ -367,7 +451,7 @@ class ReplicaManager:
         segment (DeleteRecords, a follower's leader start), as a start at a segment boundary is
         also found by reading the directory. Both read back the same.
         """
-        rows = [f"{t} {p} {part.log.log_start_offset}" for (t, p), part in sorted(self.partitions.items())
+        rows = [f"{t} {p} {part.log.log_start_offset}" for (t, p), part in sorted(self._hosted())
                 if not part.offline]
         _write_checkpoint(self.log_dir / START_CHECKPOINT, rows)
 
@@ -475,8 +559,11 @@ class ReplicaManager:
                 part.leader = -1
                 part.tracker = None
             return
-        if part is not None:
+        if part is None:
+            part = self._loaded.pop((topic, index), None)  # opened at start-up, never given a role
+        else:
             del self.partitions[(topic, index)]
+        if part is not None:
             part.log.delete()
         else:
             shutil.rmtree(directory, ignore_errors=True)
@@ -893,6 +980,16 @@ def _close_partition(part: Partition) -> KafkaStorageError | None:
     except KafkaStorageError as e:
         return e
     return None
+
+
+async def _in_chunks(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor, fn: Callable[[_T], _R],
+                     items: list[_T]) -> list[_R]:
+    """`[fn(item) for item in items]` on the pool's threads, _CHUNK items a job, in order."""
+    def run(chunk: list[_T]) -> list[_R]:
+        return [fn(item) for item in chunk]
+    chunks = await asyncio.gather(*(loop.run_in_executor(pool, run, items[i:i + _CHUNK])
+                                    for i in range(0, len(items), _CHUNK)))
+    return [result for chunk in chunks for result in chunk]
 
 
 def _mark_clean(part: Partition) -> KafkaStorageError | None:
