@@ -120,6 +120,7 @@ class Broker:
         self._cluster_id = ""  # read from /cluster/id at start, before the listener opens
         self.metrics_url: str | None = None
         self._leftover_task: asyncio.Task[None] | None = None
+        self._load_task: asyncio.Task[None] | None = None
         register_replication_gauges(self.metrics, self.replicas, self.throttles)
         register_quota_gauges(self.metrics, self.produce_quotas, self.fetch_quotas, self.mutation_quotas,
                               self.now_ms)
@@ -214,8 +215,8 @@ class Broker:
                 await asyncio.sleep(2)
 
     async def start(self) -> None:
-        # The logs on disk open on worker threads while ZooKeeper connects; registering waits for them.
-        logs_loaded = asyncio.create_task(self.replicas.load_logs())
+        # The logs on disk open on worker threads from now on; LeaderAndIsr waits for them, not start-up.
+        self._load_task = asyncio.create_task(self.replicas.load_logs())
         self.health.write(f"connecting to ZooKeeper at {self.config.zookeeper_connect}")
         await self._connect_zookeeper()
         for path in L.PERSISTENT_PATHS:
@@ -239,7 +240,6 @@ class Broker:
             port = self._metrics_server.sockets[0].getsockname()[1]
             self.metrics_url = f"http://{addr[0]}:{port}/metrics"
         await forget_earlier_failures(self.zk, self.broker_id)
-        await logs_loaded  # as Kafka's LogManager: every log loaded before the controller hears of us
         await self._register(new_session=True)
         self.zk.on_session(self._on_session)
         await self.controller.start()

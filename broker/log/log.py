@@ -181,9 +181,11 @@ class Log:
                 logs.add(int(m.group(1)))
             else:
                 indexes.append((int(m.group(1)), self.directory / name))
+        removed = []
         for base, path in indexes:
             if base not in logs:  # left behind by a crash during delete or truncation
                 path.unlink(missing_ok=True)
+                removed.append(path.name)
         bases = sorted(logs)
         if not bases:
             self._segments = [self._segment(0, create=True)]
@@ -192,8 +194,11 @@ class Log:
             marker.unlink(missing_ok=True)
             return
         next_offset = bases[0]
+        listed = set(names)
+        for index_file in removed:
+            listed.discard(index_file)
         for i, base in enumerate(bases):
-            seg = self._segment(base, create=False, pinned=False)
+            seg = self._segment(base, create=False, pinned=False, names=listed)
             self._segments.append(seg)
             self._bases.append(base)
             last = i == len(bases) - 1
@@ -271,9 +276,9 @@ class Log:
         self._unflushed.add(active)
         return pos
 
-    def _segment(self, base: int, *, create: bool, pinned: bool = True) -> Segment:
+    def _segment(self, base: int, *, create: bool, pinned: bool = True, names: set[str] | None = None) -> Segment:
         return Segment(self.directory, base, self.index_interval_bytes, create=create, pool=self.open_files,
-                       pinned=pinned)
+                       pinned=pinned, names=names)
 
     def _roll(self) -> Segment:
         old = self._segments[-1]

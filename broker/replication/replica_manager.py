@@ -33,13 +33,17 @@ Both purgatories (acks=all produce, long-poll fetch) wait on one keyed signal
 ISR or role change of a partition wakes only the requests waiting on that partition, and a
 failed log directory wakes them all.
 
-Start-up (issue 21): `load_logs` opens every partition directory found in the log dir before the
-broker registers (Kafka's LogManager.loadLogs, which also runs before registration), on worker
-threads, in chunks: the blocking file work (listings, index and checkpoint reads, recovery after a
-kill) overlaps, and the event loop stays free for ZooKeeper. The opened partitions wait in
-`_loaded`, outside `partitions` (no role yet: requests for them are answered as for any partition
-not hosted), until LeaderAndIsr claims them in `_open`; all the loop does then is move the object.
-Shutdown closes the logs the same way, in chunks on worker threads.
+Start-up (issue 21): `load_logs` opens every partition directory found in the log dir (Kafka's
+LogManager.loadLogs) on worker threads, in chunks, while the broker connects, registers (after a
+kill -9, waits for its old session to go) and the controller reads ZooKeeper: the blocking file
+work (listings, index and checkpoint reads, recovery after a kill) overlaps all of that, and the
+event loop stays free. The opened partitions wait in `_loaded`, outside `partitions` (no role yet:
+requests for them are answered as for any partition not hosted), until LeaderAndIsr claims them in
+`_open`; all the loop does then is move the object. Departure: Kafka loads before it registers;
+here registering goes first and every LeaderAndIsr waits for the load (`wait_loaded`), a
+StopReplica that deletes a log being loaded deletes it once the load is done, and no checkpoint is
+written meanwhile (it would leave out the logs not loaded yet). Shutdown closes the logs in the
+same chunks on worker threads.
 """
 
 from __future__ import annotations
@@ -166,6 +170,10 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         # Opened at start-up (load_logs), not yet given a role by LeaderAndIsr (see the module docstring).
         self._loaded: dict[tuple[str, int], Partition] = {}
+        self._loading: set[tuple[str, int]] = set()  # being opened by load_logs now
+        self._delete_after_load: set[tuple[str, int]] = set()  # StopReplica(delete) met them loading
+        self._load_done = asyncio.Event()
+        self._load_done.set()  # nothing to wait for until load_logs starts
         self.log_dir: Path = config.log_dirs[0]
         self.dir_failures = LogDirFailureChannel()
         self._offline_listeners: list[Callable[[tuple[str, int]], None]] = []
@@ -227,7 +235,12 @@ class ReplicaManager:
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(notify_controller(self.dir_failures, self.zk, self.broker_id)))
 
+    async def wait_loaded(self) -> None:
+        """Until load_logs has opened what it found (at once when no load runs)."""
+        await self._load_done.wait()
+
     async def stop(self) -> None:
+        await self._load_done.wait()  # a load still running would add logs after the closes
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -242,22 +255,30 @@ class ReplicaManager:
         parts = list(self.partitions.values()) + list(self._loaded.values())  # unclaimed ones close cleanly too
         self._loaded.clear()
         loop = asyncio.get_running_loop()
+        times = [time.monotonic()]
         with ThreadPoolExecutor(max_workers=_CLOSE_THREADS, thread_name_prefix="log-close") as pool:
             errors = await _in_chunks(loop, pool, _close_partition, parts)
+            times.append(time.monotonic())
             closed = [part for part, error in zip(parts, errors, strict=True) if error is None and not part.offline]
             for error in errors:
                 if error is not None:
                     self.fail_dir("close", error)
             try:
                 await loop.run_in_executor(pool, sync_file_system, self.log_dir)
+                times.append(time.monotonic())
                 marks = await _in_chunks(loop, pool, _mark_clean, closed)
+                times.append(time.monotonic())
                 await loop.run_in_executor(pool, sync_file_system, self.log_dir)
+                times.append(time.monotonic())
             except OSError as e:
                 self.fail_dir("close", e)
                 return
             for error in marks:
                 if error is not None:
                     self.fail_dir("close", error)
+        steps = [round(b - a, 3) for a, b in zip(times, times[1:], strict=False)]
+        log.info("log.closed", partitions=len(parts), close_s=steps[0], sync_s=steps[1], mark_s=steps[2],
+                 sync_marks_s=steps[3])
 
     # ---- log directory failure -------------------------------------------------------
 
@@ -377,13 +398,24 @@ class ReplicaManager:
 
     async def load_logs(self) -> None:
         """Every partition directory in the log dir opened, on worker threads (see the module
-        docstring); before the broker registers, so no LeaderAndIsr or StopReplica can race it.
+        docstring).
 
         A log that fails to open here is left alone: the LeaderAndIsr that names it opens it again
         on the loop, where a failure is handled as it always was (KAFKA_STORAGE_ERROR, the
         directory offline, or that partition alone when out of descriptors)."""
         if self.log_dir_offline:
             return
+        self._load_done.clear()
+        try:
+            await self._load_logs()
+        finally:
+            self._loading.clear()
+            for key in sorted(self._delete_after_load):
+                self._delete_stopped(key)
+            self._delete_after_load.clear()
+            self._load_done.set()
+
+    async def _load_logs(self) -> None:
         started = time.monotonic()
         try:
             names = os.listdir(self.log_dir)
@@ -399,6 +431,7 @@ class ReplicaManager:
                 found.append(((topic, int(number)), partition_dir(self.log_dir, topic, int(number))))
             except InvalidPartitionName:
                 continue  # not a partition's directory
+        self._loading = {key for key, _ in found}
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(max_workers=_LOAD_THREADS, thread_name_prefix="log-load") as pool:
             opened = await _in_chunks(loop, pool, self._try_open_files, found)
@@ -407,7 +440,7 @@ class ReplicaManager:
             if part is None:
                 failed += 1
             elif key in self.partitions or self.log_dir_offline:
-                part.log.abandon()  # cannot happen before registration; never two logs of one partition
+                part.log.abandon()  # LeaderAndIsr waits for the load: never two logs of one partition
             else:
                 self._loaded[key] = part
         log.info("log.loaded", partitions=len(self._loaded), failed=failed,
@@ -458,8 +491,8 @@ class ReplicaManager:
     def _try_checkpoint(self) -> None:
         # Kafka's checkpointHighWatermarks: a failed write fails the directory. An offline one is
         # not written again: its file stays as it was, and the next start recovers from it.
-        if self.log_dir_offline:
-            return
+        if self.log_dir_offline or self._loading:
+            return  # while logs load, the rows would leave them out (module docstring)
         try:
             self.write_checkpoint()
             self.write_start_checkpoint()
@@ -551,7 +584,7 @@ class ReplicaManager:
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         """Stop a replica, deleting its log if asked; InvalidPartitionName for a name no log dir may hold."""
-        directory = partition_dir(self.log_dir, topic, index)
+        partition_dir(self.log_dir, topic, index)  # refuses the name before anything is touched
         part = self.partitions.get((topic, index))
         self.appended.fire((topic, index))  # what waits on it answers (NOT_LEADER_FOR_PARTITION)
         if not delete:
@@ -559,17 +592,24 @@ class ReplicaManager:
                 part.leader = -1
                 part.tracker = None
             return
-        if part is None:
-            part = self._loaded.pop((topic, index), None)  # opened at start-up, never given a role
-        else:
-            del self.partitions[(topic, index)]
         if part is not None:
+            del self.partitions[(topic, index)]
             part.log.delete()
+        elif (topic, index) in self._loading:
+            self._delete_after_load.add((topic, index))  # a worker thread has it open now
         else:
-            shutil.rmtree(directory, ignore_errors=True)
+            self._delete_stopped((topic, index))
         self._checkpointed.pop((topic, index), None)
         self._isr_locks.pop((topic, index), None)
         log.info("partition.deleted", topic=topic, partition=index)
+
+    def _delete_stopped(self, key: tuple[str, int]) -> None:
+        """A stopped replica's log deleted: opened at start-up and never given a role, or only on disk."""
+        loaded = self._loaded.pop(key, None)
+        if loaded is not None:
+            loaded.log.delete()
+        else:
+            shutil.rmtree(partition_dir(self.log_dir, *key), ignore_errors=True)
 
     # ---- produce ---------------------------------------------------------------------
 
