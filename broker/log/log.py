@@ -129,14 +129,21 @@ class Log:
         self._active_created_ms = clock()
         self._active_first_timestamp: int | None = None  # None: not read yet (or the segment is empty)
         self._pending_deletes: list[list[Segment]] = []
+        # The directory's listing as `open` read it (its own files since changed, the others not):
+        # what the partition's other files load from without listing it again.
+        self.names_at_open: list[str] | None = None
+        self.opened_clean = False  # `open` found it closed cleanly (its indexes trusted)
 
     # ---- opening and recovery --------------------------------------------------------
 
     @classmethod
     def open(cls, directory: Path, segment_bytes: int = 1 << 30, index_interval_bytes: int = 4096,
              log_start_offset: int = 0, clock: Callable[[], int] = _wall_ms,
-             open_files: OpenFiles | None = None) -> Log:
+             open_files: OpenFiles | None = None, clean_shutdown: bool = False) -> Log:
         """Open (creating if needed) and recover the log in `directory`.
+
+        The log was closed cleanly if its directory holds the `.clean_shutdown` marker (consumed
+        here) or the caller says so (`clean_shutdown`: the broker's one marker for its log dir).
 
         After a clean close the indexes are trusted and only the tail after the last index point
         is read. Otherwise the last segment is fully validated (size, offset order, CRC) and cut
@@ -149,9 +156,13 @@ class Log:
         """
         directory = Path(directory)
         log = cls(directory, segment_bytes, index_interval_bytes, clock, open_files)
+        log.opened_clean = clean_shutdown
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            names = os.listdir(directory)
+            try:
+                names = os.listdir(directory)
+            except FileNotFoundError:  # a new partition
+                directory.mkdir(parents=True, exist_ok=True)
+                names = os.listdir(directory)
             # One listing serves the whole open; the leftovers of an interrupted delete or
             # compaction swap are rare, and only they cost more listings.
             if any(name.endswith((DELETED_SUFFIX, CLEANED, SWAP)) for name in names):
@@ -159,6 +170,7 @@ class Log:
                 log._complete_swaps()
                 names = os.listdir(directory)
             log._load(names)
+            log.names_at_open = names
             log._log_start_offset = min(max(log_start_offset, log._bases[0]), log._log_end_offset)
         except BaseException as e:
             log._close_fds()
@@ -170,7 +182,8 @@ class Log:
     def _load(self, names: list[str]) -> None:
         """The segments named in `names` (the directory's listing, swaps completed) loaded and recovered."""
         marker = self.directory / CLEAN_SHUTDOWN
-        clean = CLEAN_SHUTDOWN in names
+        marked = CLEAN_SHUTDOWN in names
+        clean = self.opened_clean = self.opened_clean or marked
         logs: set[int] = set()
         indexes: list[tuple[int, Path]] = []
         for name in names:
@@ -191,7 +204,8 @@ class Log:
             self._segments = [self._segment(0, create=True)]
             self._bases = [0]
             self._dir_dirty = True
-            marker.unlink(missing_ok=True)
+            if marked:
+                marker.unlink(missing_ok=True)
             return
         next_offset = bases[0]
         listed = set(names)
@@ -218,7 +232,7 @@ class Log:
         self._log_end_offset = next_offset
         self._size = sum(s.size for s in self._segments)
         # Removed only now: a crash while loading must recover again next time.
-        if clean:
+        if marked:
             marker.unlink(missing_ok=True)
 
     # ---- properties ------------------------------------------------------------------

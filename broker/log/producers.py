@@ -77,8 +77,11 @@ class PartitionProducers:
         """Rebuild the table for the log as opened (see the module docstring)."""
         try:
             end = self.log.log_end_offset
-            # One listing for the whole load (a restart does this for every partition).
-            names = os.listdir(self.directory)
+            # One listing for the whole load (a restart does this for every partition): the log's,
+            # when it was just opened (it changes no snapshot file).
+            names = self.log.names_at_open
+            if names is None:
+                names = os.listdir(self.directory)
             for name in names:
                 if name.endswith(f"{SNAPSHOT_SUFFIX}.tmp"):  # a crash while writing one
                     (self.directory / name).unlink(missing_ok=True)
