@@ -223,6 +223,8 @@ class Log:
                 continue
             truncated, next_offset = seg.recover()
             self._unflushed.add(seg)
+            if not last and not truncated:
+                seg.write_indexes()  # trusted at the next open as an inactive segment
             if truncated and not last:
                 for later in bases[i + 1:]:
                     self._segment(later, create=False, pinned=False).delete()
@@ -581,6 +583,7 @@ class Log:
             new = self._segment(base, create=False, pinned=False)
             if not (new.load_index() and new.load_time_index()):
                 new.recover()
+                new.write_indexes()
         except OSError as e:
             raise self._fail("replace", e) from e
         self._segments[i:i + len(old)] = [new]
