@@ -1,6 +1,6 @@
 """Many partitions on one broker (issue 21, deliverable 4): create, restart, shutdown, descriptors, RSS.
 
-    python -m bench.partitions --partitions 1000,10000 [--nofile 20000] [--produce]
+    python -m bench.partitions --partitions 1000,10000 [--nofile 20000] [--produce] [--profile DIR]
 
 For each N, on a fresh ZooKeeper and one broker (its soft RLIMIT_NOFILE set to --nofile, the
 machine's hard limit by default):
@@ -10,6 +10,10 @@ machine's hard limit by default):
 - SIGTERM: until the process exits (controlled shutdown, logs closed);
 - restart: from the process start until Metadata shows all N led, and until `broker.started`;
 - kill -9 then restart: the same, plus the ZooKeeper session wait (the old registration must go).
+
+With `--profile DIR`, py-spy records the broker during the SIGTERM, the restart and the kill -9
+restart (DIR/<n>-<phase>.txt, collapsed stacks; py-spy attaches a moment after the process
+starts, and the sampling costs the broker some CPU, so profiled runs are for shares, not times).
 
 Prints JSON (bench/out/partitions.json) and draws bench/out/partitions.png. The machine's load
 (`/proc/loadavg`) is recorded at the start and end of each run: the machine is shared.
@@ -23,6 +27,8 @@ import os
 import resource
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -98,7 +104,29 @@ def started_after(b: BrokerProcess, t0: float, timeout: float) -> float:
     raise TimeoutError("broker.started not logged")
 
 
-def run_one(n: int, nofile: int, do_produce: bool, timeout: float) -> dict[str, object]:
+class Profile:
+    """py-spy recording one phase of the broker process (a no-op without a directory)."""
+
+    def __init__(self, directory: Path | None, name: str, pid: int) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        if directory is None:
+            return
+        directory.mkdir(parents=True, exist_ok=True)
+        spy = Path(sys.executable).with_name("py-spy")
+        self.proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", "200", "--format", "raw",
+                                      "--output", str(directory / f"{name}.txt")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)  # attached before the phase starts
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
+            self.proc.wait(60)
+
+
+def run_one(n: int, nofile: int, do_produce: bool, timeout: float,
+            profile: Path | None = None) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="minibroker-bench-partitions-"))
     zk = ZooKeeperServer(work / "zk")
     zk.start()
@@ -116,25 +144,31 @@ def run_one(n: int, nofile: int, do_produce: bool, timeout: float) -> dict[str, 
             out["produce_each_s"] = round(asyncio.run(produce_each(b, "bench", n)), 2)
             out["produced"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
         progress(f"{n}: SIGTERM")
+        spy = Profile(profile, f"{n}-sigterm", b.proc.pid)
         t0 = time.monotonic()
         b.proc.send_signal(signal.SIGTERM)
         code = b.proc.wait(timeout)
         out["sigterm_exit_s"] = round(time.monotonic() - t0, 2)
+        spy.stop()
         out["sigterm_exit_code"] = code
         progress(f"{n}: restart after SIGTERM")
         t0 = time.monotonic()
         b.start(wait=False)
+        spy = Profile(profile, f"{n}-restart", b.proc.pid)
         out["restart_started_s"] = round(started_after(b, t0, timeout), 2)
         asyncio.run(wait_led(b, "bench", n, timeout))
         out["restart_all_led_s"] = round(time.monotonic() - t0, 2)
+        spy.stop()
         out["restarted"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
         progress(f"{n}: kill -9 and restart")
         b.kill()
         t0 = time.monotonic()
         b.start(wait=False)
+        spy = Profile(profile, f"{n}-kill9-restart", b.proc.pid)
         out["kill9_restart_started_s"] = round(started_after(b, t0, timeout), 2)
         asyncio.run(wait_led(b, "bench", n, timeout))
         out["kill9_restart_all_led_s"] = round(time.monotonic() - t0, 2)
+        spy.stop()
         out["storage_errors_logged"] = b.log_path.read_text().count("log.open_files_exhausted")
     finally:
         b.stop(timeout)
@@ -178,9 +212,10 @@ def main() -> None:
     ap.add_argument("--nofile", type=int, default=0, help="the broker's soft RLIMIT_NOFILE (default: the hard limit)")
     ap.add_argument("--produce", action="store_true", help="one 100-byte message to each partition before SIGTERM")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--profile", type=Path, help="record py-spy profiles of the shutdown and restarts here")
     args = ap.parse_args()
     nofile = args.nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    results = [run_one(int(n), nofile, args.produce, args.timeout) for n in args.partitions.split(",")]
+    results = [run_one(int(n), nofile, args.produce, args.timeout, args.profile) for n in args.partitions.split(",")]
     data = {"machine": machine(), "results": results}
     write_json("partitions", data)
     progress(f"plot: {plot(results)}")

@@ -155,6 +155,7 @@ class Broker:
         self._cluster_id = ""  # read from /cluster/id at start, before the listener opens
         self.metrics_url: str | None = None
         self._leftover_task: asyncio.Task[None] | None = None
+        self._load_task: asyncio.Task[None] | None = None
         register_replication_gauges(self.metrics, self.replicas, self.throttles)
         register_quota_gauges(self.metrics, self.produce_quotas, self.fetch_quotas, self.mutation_quotas,
                               self.now_ms)
@@ -249,6 +250,8 @@ class Broker:
                 await asyncio.sleep(2)
 
     async def start(self) -> None:
+        # The logs on disk open on worker threads from now on; LeaderAndIsr waits for them, not start-up.
+        self._load_task = asyncio.create_task(self.replicas.load_logs())
         self.health.write(f"connecting to ZooKeeper at {self.config.zookeeper_connect}")
         await self._connect_zookeeper()
         for path in L.PERSISTENT_PATHS:

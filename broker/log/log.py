@@ -129,14 +129,21 @@ class Log:
         self._active_created_ms = clock()
         self._active_first_timestamp: int | None = None  # None: not read yet (or the segment is empty)
         self._pending_deletes: list[list[Segment]] = []
+        # The directory's listing as `open` read it (its own files since changed, the others not):
+        # what the partition's other files load from without listing it again.
+        self.names_at_open: list[str] | None = None
+        self.opened_clean = False  # `open` found it closed cleanly (its indexes trusted)
 
     # ---- opening and recovery --------------------------------------------------------
 
     @classmethod
     def open(cls, directory: Path, segment_bytes: int = 1 << 30, index_interval_bytes: int = 4096,
              log_start_offset: int = 0, clock: Callable[[], int] = _wall_ms,
-             open_files: OpenFiles | None = None) -> Log:
+             open_files: OpenFiles | None = None, clean_shutdown: bool = False) -> Log:
         """Open (creating if needed) and recover the log in `directory`.
+
+        The log was closed cleanly if its directory holds the `.clean_shutdown` marker (consumed
+        here) or the caller says so (`clean_shutdown`: the broker's one marker for its log dir).
 
         After a clean close the indexes are trusted and only the tail after the last index point
         is read. Otherwise the last segment is fully validated (size, offset order, CRC) and cut
@@ -149,10 +156,21 @@ class Log:
         """
         directory = Path(directory)
         log = cls(directory, segment_bytes, index_interval_bytes, clock, open_files)
+        log.opened_clean = clean_shutdown
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            log._remove_deleted_files()
-            log._load()
+            try:
+                names = os.listdir(directory)
+            except FileNotFoundError:  # a new partition
+                directory.mkdir(parents=True, exist_ok=True)
+                names = os.listdir(directory)
+            # One listing serves the whole open; the leftovers of an interrupted delete or
+            # compaction swap are rare, and only they cost more listings.
+            if any(name.endswith((DELETED_SUFFIX, CLEANED, SWAP)) for name in names):
+                log._remove_deleted_files()
+                log._complete_swaps()
+                names = os.listdir(directory)
+            log._load(names)
+            log.names_at_open = names
             log._log_start_offset = min(max(log_start_offset, log._bases[0]), log._log_end_offset)
         except BaseException as e:
             log._close_fds()
@@ -161,33 +179,40 @@ class Log:
             raise
         return log
 
-    def _load(self) -> None:
+    def _load(self, names: list[str]) -> None:
+        """The segments named in `names` (the directory's listing, swaps completed) loaded and recovered."""
         marker = self.directory / CLEAN_SHUTDOWN
-        clean = marker.exists()
-        self._complete_swaps()
+        marked = CLEAN_SHUTDOWN in names
+        clean = self.opened_clean = self.opened_clean or marked
         logs: set[int] = set()
         indexes: list[tuple[int, Path]] = []
-        for path in self.directory.iterdir():
-            m = _SEGMENT_FILE.match(path.name)
+        for name in names:
+            m = _SEGMENT_FILE.match(name)
             if m is None:
                 continue
             if m.group(2) == "log":
                 logs.add(int(m.group(1)))
             else:
-                indexes.append((int(m.group(1)), path))
+                indexes.append((int(m.group(1)), self.directory / name))
+        removed = []
         for base, path in indexes:
             if base not in logs:  # left behind by a crash during delete or truncation
                 path.unlink(missing_ok=True)
+                removed.append(path.name)
         bases = sorted(logs)
         if not bases:
             self._segments = [self._segment(0, create=True)]
             self._bases = [0]
             self._dir_dirty = True
-            marker.unlink(missing_ok=True)
+            if marked:
+                marker.unlink(missing_ok=True)
             return
         next_offset = bases[0]
+        listed = set(names)
+        for index_file in removed:
+            listed.discard(index_file)
         for i, base in enumerate(bases):
-            seg = self._segment(base, create=False, pinned=False)
+            seg = self._segment(base, create=False, pinned=False, names=listed)
             self._segments.append(seg)
             self._bases.append(base)
             last = i == len(bases) - 1
@@ -198,6 +223,8 @@ class Log:
                 continue
             truncated, next_offset = seg.recover()
             self._unflushed.add(seg)
+            if not last and not truncated:
+                seg.write_indexes()  # trusted at the next open as an inactive segment
             if truncated and not last:
                 for later in bases[i + 1:]:
                     self._segment(later, create=False, pinned=False).delete()
@@ -207,7 +234,8 @@ class Log:
         self._log_end_offset = next_offset
         self._size = sum(s.size for s in self._segments)
         # Removed only now: a crash while loading must recover again next time.
-        marker.unlink(missing_ok=True)
+        if marked:
+            marker.unlink(missing_ok=True)
 
     # ---- properties ------------------------------------------------------------------
 
@@ -264,9 +292,9 @@ class Log:
         self._unflushed.add(active)
         return pos
 
-    def _segment(self, base: int, *, create: bool, pinned: bool = True) -> Segment:
+    def _segment(self, base: int, *, create: bool, pinned: bool = True, names: set[str] | None = None) -> Segment:
         return Segment(self.directory, base, self.index_interval_bytes, create=create, pool=self.open_files,
-                       pinned=pinned)
+                       pinned=pinned, names=names)
 
     def _roll(self) -> Segment:
         old = self._segments[-1]
@@ -555,6 +583,7 @@ class Log:
             new = self._segment(base, create=False, pinned=False)
             if not (new.load_index() and new.load_time_index()):
                 new.recover()
+                new.write_indexes()
         except OSError as e:
             raise self._fail("replace", e) from e
         self._segments[i:i + len(old)] = [new]

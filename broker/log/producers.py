@@ -49,8 +49,12 @@ def snapshot_path(directory: Path, offset: int) -> Path:
 
 def list_snapshots(directory: Path) -> list[int]:
     """Offsets of the snapshot files in `directory`, ascending."""
+    return _snapshot_offsets(os.listdir(directory))
+
+
+def _snapshot_offsets(names: list[str]) -> list[int]:
     out = []
-    for name in os.listdir(directory):
+    for name in names:
         m = _SNAPSHOT_FILE.match(name)
         if m is not None:
             out.append(int(m.group(1)))
@@ -73,24 +77,33 @@ class PartitionProducers:
         """Rebuild the table for the log as opened (see the module docstring)."""
         try:
             end = self.log.log_end_offset
-            for tmp in self.directory.glob(f"*{SNAPSHOT_SUFFIX}.tmp"):  # a crash while writing one
-                tmp.unlink(missing_ok=True)
-            for off in list_snapshots(self.directory):
+            # One listing for the whole load (a restart does this for every partition): the log's,
+            # when it was just opened (it changes no snapshot file).
+            names = self.log.names_at_open
+            if names is None:
+                names = os.listdir(self.directory)
+            for name in names:
+                if name.endswith(f"{SNAPSHOT_SUFFIX}.tmp"):  # a crash while writing one
+                    (self.directory / name).unlink(missing_ok=True)
+            snapshots = _snapshot_offsets(names)
+            for off in snapshots:
                 if off > end:
                     snapshot_path(self.directory, off).unlink(missing_ok=True)
-            if not list_snapshots(self.directory) and clean_shutdown:
+            snapshots = [off for off in snapshots if off <= end]
+            if not snapshots and clean_shutdown:
                 self.states.clear(end)
                 self.take_snapshot()
                 return
-            self._reload(now_ms)
+            self._reload(now_ms, snapshots)
         except OSError as e:
             raise KafkaStorageError(self.directory, "load producer state", e) from e
 
-    def _reload(self, now_ms: int) -> None:
+    def _reload(self, now_ms: int, snapshots: list[int] | None = None) -> None:
+        """From the latest snapshot (of `snapshots`, else those in the directory) and the log after it."""
         start, end = self.log.log_start_offset, self.log.log_end_offset
         self.states.clear(start)
         self._snap_offset = -1
-        for off in reversed(list_snapshots(self.directory)):
+        for off in reversed(list_snapshots(self.directory) if snapshots is None else snapshots):
             if off < start:
                 break
             path = snapshot_path(self.directory, off)

@@ -68,6 +68,7 @@ class PartitionRoles:
         replicas = list(ps["replicas"])
         if self.broker_id not in replicas:
             return ErrorCode.NONE
+        await self.replicas.wait_loaded()  # the logs found on disk at start-up (ReplicaManager.load_logs)
         if ps["leader_epoch"] < 0:
             # No controller writes one (a partition's first epoch is 0); Kafka's check of the
             # request's epoch against its NoEpoch (-1) refuses it the same way.

@@ -186,7 +186,7 @@ def test_should_not_clear_anything_if_offset_too_early() -> None:
 
 def test_should_not_clear_anything_if_offset_to_first_offset() -> None:
     c = cache_of((2, 6), (3, 8), (4, 11))
-    c.truncate_from_start(6)
+    assert c.truncate_from_start(6) is False  # nothing changed: no checkpoint to rewrite
     assert c.entries == [EpochEntry(2, 6), EpochEntry(3, 8), EpochEntry(4, 11)]
 
 

