@@ -29,7 +29,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from tests.support import acls
 from tests.support.brokers import BrokerProcess, start_together
-from tests.support.messages import expected_messages
+from tests.support.messages import expected_messages, read_back_with_kafka_python
 from tests.support.metrics import metric
 from tests.support.ports import free_port
 from tests.support.sasl import (
@@ -178,21 +178,9 @@ def test_confluent_kafka(cluster: SaslCluster, mechanism: str) -> None:
 
 
 def _kafka_python_read(port: int, mechanism: str, user: str, topic: str) -> list[tuple[bytes, bytes]]:
-    from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(**python_client_config(port, mechanism, user), group_id=None, enable_auto_commit=False,
-                      consumer_timeout_ms=10_000)
-    try:
-        tp = TopicPartition(topic, 0)
-        c.assign([tp])
-        c.seek_to_beginning(tp)
-        got = []
-        for m in c:
-            got.append((m.key, m.value))
-            if len(got) == N:
-                break
-        return got
-    finally:
-        c.close()
+    config = python_client_config(port, mechanism, user)
+    got, _ = read_back_with_kafka_python(str(config.pop("bootstrap_servers")), topic, N, **config)
+    return [(k, v) for _, k, v in got]
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])

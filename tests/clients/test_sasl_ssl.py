@@ -29,7 +29,7 @@ from protocol.errors import ErrorCode
 from tests.support import acls
 from tests.support.brokers import BrokerProcess, start_together
 from tests.support.cluster import Cluster, wait_identical_replicas
-from tests.support.messages import expected_messages
+from tests.support.messages import expected_messages, read_back_with_kafka_python
 from tests.support.ports import free_port
 from tests.support.sasl import PASSWORDS, scram_jaas, security
 from tests.support.tls import Certificates
@@ -129,21 +129,9 @@ def _librdkafka_config(c: SaslSsl) -> dict[str, str]:
 
 
 def _read_back(c: SaslSsl, topic: str) -> list[tuple[bytes, bytes]]:
-    from kafka import KafkaConsumer, TopicPartition
-    consumer = KafkaConsumer(**_kafka_python_config(c), group_id=None, enable_auto_commit=False,
-                             consumer_timeout_ms=10_000)
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        got = []
-        for m in consumer:
-            got.append((m.key, m.value))
-            if len(got) == N:
-                break
-        return got
-    finally:
-        consumer.close()
+    config = _kafka_python_config(c)
+    got, _ = read_back_with_kafka_python(str(config.pop("bootstrap_servers")), topic, N, **config)
+    return [(k, v) for _, k, v in got]
 
 
 def test_kcat(cluster: SaslSsl, tmp_path: Path) -> None:

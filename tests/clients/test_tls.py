@@ -33,7 +33,7 @@ from protocol.api_keys import ApiKey
 from tests.support import acls
 from tests.support.brokers import BrokerProcess, start_together
 from tests.support.cluster import Cluster, wait_identical_replicas
-from tests.support.messages import expected_messages
+from tests.support.messages import expected_messages, read_back_with_kafka_python
 from tests.support.ports import free_port
 from tests.support.tls import Certificates, Identity, continued
 from tests.support.tools import ROOT, minibroker
@@ -104,22 +104,9 @@ def _kafka_python_ssl(t: Tls, who: Identity, name: str) -> dict[str, object]:
 
 def _read_back(t: Tls, topic: str, n: int = N) -> list[tuple[int, bytes, bytes]]:
     """Every message of partition 0, read over SSL by kafka-python as alice."""
-    from kafka import KafkaConsumer
-    from kafka import TopicPartition as KTP
-    c = KafkaConsumer(bootstrap_servers=t.ssl_bootstrap, group_id=None, enable_auto_commit=False,
-                      consumer_timeout_ms=15_000, **_kafka_python_ssl(t, t.alice, "alice-reader"))
-    try:
-        tp = KTP(topic, 0)
-        c.assign([tp])
-        c.seek_to_beginning(tp)
-        got = []
-        for m in c:
-            got.append((m.offset, m.key, m.value))
-            if len(got) == n:
-                break
-        return got
-    finally:
-        c.close()
+    got, _ = read_back_with_kafka_python(t.ssl_bootstrap, topic, n, timeout_ms=15_000,
+                                         **_kafka_python_ssl(t, t.alice, "alice-reader"))
+    return got
 
 
 def _assert_round_trip(t: Tls, topic: str, msgs: list[tuple[bytes, bytes]]) -> None:

@@ -14,12 +14,14 @@ def expected_messages(tag: str, n: int = N_MESSAGES) -> list[tuple[bytes, bytes]
 
 
 def read_back_with_kafka_python(bootstrap: str, topic: str, n: int = N_MESSAGES,
-                                seek_to: int | None = None) -> tuple[list[tuple[int, bytes, bytes]], list]:
-    """assign + seek_to_beginning, every message of partition 0; then optionally seek and poll once."""
+                                seek_to: int | None = None, timeout_ms: int = 10_000,
+                                **config: object) -> tuple[list[tuple[int, bytes, bytes]], list]:
+    """assign + seek_to_beginning, every message of partition 0; then optionally seek and poll once.
+    `config`: more KafkaConsumer settings (security_protocol, ssl_*, sasl_*)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                      consumer_timeout_ms=10_000)
+    c = KafkaConsumer(**{"bootstrap_servers": bootstrap, **config}, group_id=None, enable_auto_commit=False,
+                      consumer_timeout_ms=timeout_ms)
     try:
         tp = TopicPartition(topic, 0)
         c.assign([tp])
