@@ -570,7 +570,7 @@ class Log:
         try:
             for kind in _SWAP_ORDER:
                 os.rename(self.cleaned_path(base, kind), self.directory / f"{name}.{kind}{SWAP}")
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             point("swapped")
             for seg in old:
                 for path in (seg.index_path, seg.time_index_path, seg.log_path):
@@ -579,7 +579,7 @@ class Log:
             point("replacing")
             for kind in _SWAP_ORDER:
                 os.rename(self.directory / f"{name}.{kind}{SWAP}", self.directory / f"{name}.{kind}")
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             new = self._segment(base, create=False, pinned=False)
             if not (new.load_index() and new.load_time_index()):
                 new.recover()
@@ -639,7 +639,7 @@ class Log:
                     os.rename(swap, self.directory / f"{name}.{kind}")
             self._dir_dirty = True
         if self._dir_dirty:
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
 
     # ---- durability and lifetime -----------------------------------------------------
 
@@ -652,7 +652,7 @@ class Log:
                 seg.flush()
             self._unflushed.clear()
             if self._dir_dirty and sync_dir:
-                _fsync_dir(self.directory)
+                fsync_dir(self.directory)
                 self._dir_dirty = False
         except OSError as e:
             raise self._fail("flush", e) from e
@@ -699,7 +699,7 @@ class Log:
             marker = self.directory / CLEAN_SHUTDOWN
             fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.close(fd)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
         except OSError as e:
             raise KafkaStorageError(self.directory, "close", e) from e
 
@@ -753,7 +753,8 @@ class Log:
                 f"segments={len(self._segments)}, bytes={self._size})")
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make a directory's entries (created, renamed, removed files) durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)

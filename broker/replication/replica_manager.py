@@ -72,6 +72,7 @@ from broker.log import FileSlice, KafkaStorageError, Log, OffsetOutOfRange
 from broker.log.dirs import InvalidPartitionName, partition_dir
 from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.log.leader_epoch_checkpoint import DeferredSyncs, LeaderEpochFile
+from broker.log.log import fsync_dir
 from broker.log.open_files import SEGMENT_FILES, is_descriptor_exhaustion, soft_nofile_limit, sync_file_system
 from broker.log.producer_state import BatchMetadata, ProducerBatch, ProducerStateError
 from broker.log.producers import PartitionProducers
@@ -503,7 +504,7 @@ class ReplicaManager:
             self.dir_failures.fail(self.log_dir, "clean shutdown marker", e)
             return False
         try:
-            _fsync_dir(self.log_dir)
+            fsync_dir(self.log_dir)
         except OSError as e:
             self.dir_failures.fail(self.log_dir, "clean shutdown marker", e)
             return False
@@ -1101,14 +1102,6 @@ async def _in_chunks(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor, 
 
 def _write_marker(path: Path) -> None:
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _mark_clean(part: Partition) -> KafkaStorageError | None:
