@@ -29,7 +29,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from tests.support import acls
 from tests.support.brokers import BrokerProcess, start_together
-from tests.support.messages import expected_messages, read_back_with_kafka_python
+from tests.support.messages import expected_messages, read_back_with_kafka_python, round_trip_with_aiokafka
 from tests.support.metrics import metric
 from tests.support.ports import free_port
 from tests.support.sasl import (
@@ -199,34 +199,12 @@ def test_kafka_python(cluster: SaslCluster, mechanism: str) -> None:
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
 def test_aiokafka(cluster: SaslCluster, mechanism: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     topic = _topic(cluster, f"sasl-aio-{mechanism.lower()}")
     msgs = expected_messages(topic, N)
-
-    async def run() -> list[tuple[bytes, bytes]]:
-        p = AIOKafkaProducer(**python_client_config(cluster.port, mechanism, USERS[mechanism]), acks="all")
-        await p.start()
-        try:
-            for k, v in msgs:
-                await p.send(topic, v, key=k, partition=0)
-            await p.flush()
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer(**python_client_config(cluster.sasl_ports[1], mechanism, USERS[mechanism]),
-                             enable_auto_commit=False)
-        await c.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            c.assign([tp])
-            await c.seek_to_beginning(tp)
-            got: list[tuple[bytes, bytes]] = []
-            while len(got) < N:
-                batch = await asyncio.wait_for(c.getmany(tp, timeout_ms=1000), 60)
-                got += [(m.key, m.value) for m in batch.get(tp, [])]
-            return got
-        finally:
-            await c.stop()
-    assert asyncio.run(run()) == msgs
+    got = asyncio.run(round_trip_with_aiokafka(
+        topic, msgs, python_client_config(cluster.port, mechanism, USERS[mechanism]),
+        python_client_config(cluster.sasl_ports[1], mechanism, USERS[mechanism])))
+    assert [(k, v) for _, k, v in got] == msgs
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])

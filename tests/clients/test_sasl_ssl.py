@@ -29,7 +29,7 @@ from protocol.errors import ErrorCode
 from tests.support import acls
 from tests.support.brokers import BrokerProcess, start_together
 from tests.support.cluster import Cluster, wait_identical_replicas
-from tests.support.messages import expected_messages, read_back_with_kafka_python
+from tests.support.messages import expected_messages, read_back_with_kafka_python, round_trip_with_aiokafka
 from tests.support.ports import free_port
 from tests.support.sasl import PASSWORDS, scram_jaas, security
 from tests.support.tls import Certificates
@@ -187,37 +187,14 @@ def test_kafka_python(cluster: SaslSsl) -> None:
 
 
 def test_aiokafka(cluster: SaslSsl) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.helpers import create_ssl_context
     topic = _topic(cluster, "sasl-ssl-aio")
     msgs = expected_messages(topic, N)
     options = {"bootstrap_servers": cluster.bootstrap, "security_protocol": "SASL_SSL", "sasl_mechanism": MECH,
-               "sasl_plain_username": "bob", "sasl_plain_password": PASSWORDS["bob"]}
-
-    async def run() -> list[tuple[bytes, bytes]]:
-        ctx = create_ssl_context(cafile=str(cluster.certs.ca_pem))
-        p = AIOKafkaProducer(**options, ssl_context=ctx, acks="all")
-        await p.start()
-        try:
-            for k, v in msgs:
-                await p.send(topic, v, key=k, partition=0)
-            await p.flush()
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer(**options, ssl_context=ctx, enable_auto_commit=False)
-        await c.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            c.assign([tp])
-            await c.seek_to_beginning(tp)
-            got: list[tuple[bytes, bytes]] = []
-            while len(got) < N:
-                batch = await asyncio.wait_for(c.getmany(tp, timeout_ms=1000), 60)
-                got += [(m.key, m.value) for m in batch.get(tp, [])]
-            return got
-        finally:
-            await c.stop()
-    assert asyncio.run(run()) == msgs
+               "sasl_plain_username": "bob", "sasl_plain_password": PASSWORDS["bob"],
+               "ssl_context": create_ssl_context(cafile=str(cluster.certs.ca_pem))}
+    got = asyncio.run(round_trip_with_aiokafka(topic, msgs, options))
+    assert [(k, v) for _, k, v in got] == msgs
 
 
 def test_kafkajs(cluster: SaslSsl, kafkajs_dir: Path) -> None:

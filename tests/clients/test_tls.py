@@ -33,7 +33,7 @@ from protocol.api_keys import ApiKey
 from tests.support import acls
 from tests.support.brokers import BrokerProcess, start_together
 from tests.support.cluster import Cluster, wait_identical_replicas
-from tests.support.messages import expected_messages, read_back_with_kafka_python
+from tests.support.messages import expected_messages, read_back_with_kafka_python, round_trip_with_aiokafka
 from tests.support.ports import free_port
 from tests.support.tls import Certificates, Identity, continued
 from tests.support.tools import ROOT, minibroker
@@ -183,39 +183,14 @@ def test_kafka_python_produces_over_ssl(tls: Tls) -> None:
 
 
 def test_aiokafka_produces_and_consumes_over_ssl(tls: Tls) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
-    from aiokafka.structs import TopicPartition as ATP
     topic = "tls-aiokafka"
     asyncio.run(create_topic(tls.broker, topic))
     msgs = expected_messages(topic, N)
     ca, crt, key = tls.files(tls.alice, "alice-aio")
-
-    async def run() -> list[tuple[int, bytes, bytes]]:
-        ctx = create_ssl_context(cafile=ca, certfile=crt, keyfile=key)
-        p = AIOKafkaProducer(bootstrap_servers=tls.ssl_bootstrap, security_protocol="SSL", ssl_context=ctx, acks="all")
-        await p.start()
-        try:
-            batch = [await p.send(topic, value=v, key=k, partition=0) for k, v in msgs]
-            offsets = [(await f).offset for f in batch]
-        finally:
-            await p.stop()
-        assert offsets == list(range(N))
-        c = AIOKafkaConsumer(bootstrap_servers=tls.ssl_bootstrap, security_protocol="SSL", ssl_context=ctx,
-                             group_id=None, enable_auto_commit=False, auto_offset_reset="earliest")
-        await c.start()
-        try:
-            c.assign([ATP(topic, 0)])
-            await c.seek_to_beginning(ATP(topic, 0))
-            got: list[tuple[int, bytes, bytes]] = []
-            while len(got) < N:
-                for recs in (await c.getmany(timeout_ms=15_000)).values():
-                    got += [(r.offset, r.key, r.value) for r in recs]
-            return got
-        finally:
-            await c.stop()
-
-    got = asyncio.run(run())
+    options = {"bootstrap_servers": tls.ssl_bootstrap, "security_protocol": "SSL",
+               "ssl_context": create_ssl_context(cafile=ca, certfile=crt, keyfile=key)}
+    got = asyncio.run(round_trip_with_aiokafka(topic, msgs, options))
     assert [o for o, _, _ in got] == list(range(N))
     assert [(k, v) for _, k, v in got] == msgs
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 N_MESSAGES = 10_000
 
 
@@ -39,6 +41,37 @@ def read_back_with_kafka_python(bootstrap: str, topic: str, n: int = N_MESSAGES,
     finally:
         c.close()
 
+
+
+async def round_trip_with_aiokafka(topic: str, msgs: list[tuple[bytes, bytes]], producer: dict[str, object],
+                                   consumer: dict[str, object] | None = None) -> list[tuple[int, bytes, bytes]]:
+    """aiokafka writes `msgs` to partition 0 with acks=all, then reads the partition back from the
+    start: (offset, key, value) of each. `producer`/`consumer`: the client settings (bootstrap,
+    security); the consumer's default to the producer's."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    p = AIOKafkaProducer(**producer, acks="all")
+    await p.start()
+    try:
+        for k, v in msgs:
+            await p.send(topic, v, key=k, partition=0)
+        await p.flush()
+    finally:
+        await p.stop()
+    c = AIOKafkaConsumer(**(consumer if consumer is not None else producer), group_id=None,
+                         enable_auto_commit=False)
+    await c.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        await c.seek_to_beginning(tp)
+        got: list[tuple[int, bytes, bytes]] = []
+        while len(got) < len(msgs):
+            batch = await asyncio.wait_for(c.getmany(tp, timeout_ms=1000), 60)
+            got += [(m.offset, m.key, m.value) for m in batch.get(tp, [])]
+        return got
+    finally:
+        await c.stop()
 
 # ---- records with headers and timestamps (message format v2) -------------------------------------
 
