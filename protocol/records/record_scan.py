@@ -217,17 +217,38 @@ def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
     """The zigzag varints starting at every position of pos: (values, positions after them);
     bad marks those longer than 10 bytes.
 
-    Reads past the end of buf read its last byte instead: the varint of a record that runs
-    past the batch gets a wrong value, but its position still moves on, so the record fails
-    the check of its end.
+    Reads past the end of buf read its last byte instead (np.take's "clip"): the varint of a
+    record that runs past the batch gets a wrong value, but its position still moves on, so the
+    record fails the check of its end.
 
     When every varint of the column is one byte (most fields of most records), a table gives the
-    values: a handful of array operations whatever the count.
+    values: a handful of array operations whatever the count. Columns of up to three bytes
+    (record lengths, value sizes, offset and timestamp deltas below 2**20) are read as byte
+    columns with small-integer arithmetic and no loop; longer ones take `_long_varints`.
     """
-    last = buf.size - 1
-    b = buf[np.minimum(pos, last)]
+    b = np.take(buf, pos, mode="clip")
     if int(b.max()) < 0x80:
         return _ZIGZAG_BYTE[b], pos + 1
+    b1 = np.take(buf, pos + 1, mode="clip")
+    more = b >> 7  # 1 where a second byte follows
+    more1 = more & (b1 >> 7)  # 1 where a third byte follows
+    raw = (b & 0x7F).astype(np.int32)
+    raw |= ((b1 & 0x7F) * more).astype(np.int32) << 7
+    width = more + 1
+    if more1.any():
+        b2 = np.take(buf, pos + 2, mode="clip")
+        if (more1 & (b2 >> 7)).any():
+            return _long_varints(buf, pos, bad)
+        raw |= ((b2 & 0x7F) * more1).astype(np.int32) << 14
+        width += more1
+    values: I64 = ((raw >> 1) ^ -(raw & 1)).astype(np.int64)
+    return values, pos + width
+
+
+def _long_varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
+    """`_varints` for a column with a varint of four bytes or more: byte by byte, in 64 bits."""
+    last = buf.size - 1
+    b = np.take(buf, pos, mode="clip")
     more = b >= 0x80
     raw = (b & 0x7F).astype(np.uint64)
     after = pos + 1
