@@ -217,7 +217,7 @@ def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
     """The zigzag varints starting at every position of pos: (values, positions after them);
     bad marks those longer than 10 bytes.
 
-    Reads past the end of buf read its last byte instead (np.take's "clip"): the varint of a
+    Reads past the end of buf read its last byte instead (ndarray.take with "clip"): the varint of a
     record that runs past the batch gets a wrong value, but its position still moves on, so the
     record fails the check of its end.
 
@@ -226,17 +226,17 @@ def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
     (record lengths, value sizes, offset and timestamp deltas below 2**20) are read as byte
     columns with small-integer arithmetic and no loop; longer ones take `_long_varints`.
     """
-    b = np.take(buf, pos, mode="clip")
+    b = buf.take(pos, mode="clip")
     if int(b.max()) < 0x80:
         return _ZIGZAG_BYTE[b], pos + 1
-    b1 = np.take(buf, pos + 1, mode="clip")
+    b1 = buf.take(pos + 1, mode="clip")
     more = b >> 7  # 1 where a second byte follows
     more1 = more & (b1 >> 7)  # 1 where a third byte follows
     raw = (b & 0x7F).astype(np.int32)
     raw |= ((b1 & 0x7F) * more).astype(np.int32) << 7
     width = more + 1
     if more1.any():
-        b2 = np.take(buf, pos + 2, mode="clip")
+        b2 = buf.take(pos + 2, mode="clip")
         if (more1 & (b2 >> 7)).any():
             return _long_varints(buf, pos, bad)
         raw |= ((b2 & 0x7F) * more1).astype(np.int32) << 14
@@ -248,7 +248,7 @@ def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
 def _long_varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
     """`_varints` for a column with a varint of four bytes or more: byte by byte, in 64 bits."""
     last = buf.size - 1
-    b = np.take(buf, pos, mode="clip")
+    b = buf.take(pos, mode="clip")
     more = b >= 0x80
     raw = (b & 0x7F).astype(np.uint64)
     after = pos + 1
@@ -327,9 +327,9 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
                 continue
             guess = np.arange(p, p + size * k, size, dtype=np.int64)
             varint = bytes(body[p - size:p - size + width])  # the last record's length, as sent
-            fits = buf[guess] == varint[0]
+            fits = buf.take(guess) == varint[0]
             for j in range(1, width):
-                fits &= buf[guess + j] == varint[j]
+                fits &= buf.take(guess + j) == varint[j]
             kept = k if fits.all() else int(np.argmin(fits))
             head_column[i:i + kept] = guess[:kept]
             start_column[i:i + kept] = guess[:kept] + width
