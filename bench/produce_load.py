@@ -10,8 +10,8 @@ legal and each send is appended anew), then re-sends those bytes as they are, ke
 correlation id, topic, partition, error code 0, a base offset) and the acknowledged records
 counted. Per message the generator spends a few nanoseconds, so the broker is the bottleneck.
 
-    .venv/bin/python -m bench.produce_load [--seconds 5] [--processes 2] [--connections 2]
-        [--window 4] [--version 7] [--before REF] [--no-tansu] [--profile DIR] [--native]
+    .venv/bin/python -m bench.produce_load [--seconds 5] [--processes 2] [--connections 4]
+        [--window 8] [--version 7] [--before REF] [--no-tansu] [--profile DIR] [--native]
 
 Topics of 1 and 8 partitions; each connection sends the partitions' requests round robin
 (connection k starting at partition k), one batch per request. Both brokers run in the same
@@ -248,8 +248,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5.0, help="length of each phase")
     ap.add_argument("--processes", type=int, default=2, help="generator processes")
-    ap.add_argument("--connections", type=int, default=2, help="connections per generator process")
-    ap.add_argument("--window", type=int, default=4, help="requests in flight per connection")
+    ap.add_argument("--connections", type=int, default=4, help="connections per generator process")
+    ap.add_argument("--window", type=int, default=8, help="requests in flight per connection")
     ap.add_argument("--records", type=int, default=BATCH_RECORDS, help="records per batch (one batch a request)")
     ap.add_argument("--version", type=int, default=PRODUCE_VERSION, help="Produce version sent")
     ap.add_argument("--before", help="git ref whose broker runs the same phases first, in the same run")
