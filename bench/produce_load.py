@@ -298,7 +298,7 @@ def plot(data: dict[str, Any]) -> None:
 
     rows = data["results"]
     brokers = list(dict.fromkeys(r["broker"] for r in rows))
-    fig, (rate, cpu) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (rate, cpu, cores) = plt.subplots(1, 3, figsize=(15, 4))
     width = 0.8 / max(1, len(brokers))
     for j, name in enumerate(brokers):
         for i, partitions in enumerate((1, 8)):
@@ -312,13 +312,20 @@ def plot(data: dict[str, Any]) -> None:
             rate.plot([x] * len(rates), rates, "k.", markersize=4)
             cpu.bar(x, sum(cpus) / len(cpus), width, color=f"C{j}", label=name if i == 0 else None)
             cpu.plot([x] * len(cpus), cpus, "k.", markersize=4)
-    for ax in (rate, cpu):
+            # msg/s follow the CPU a broker got on the shared machine: its cores used say how much.
+            used = [r["broker_cores_used"] for r in mine]
+            cores.bar(x, sum(used) / len(used), width, color=f"C{j}", label=name if i == 0 else None)
+            cores.plot([x] * len(used), used, "k.", markersize=4)
+    for ax in (rate, cpu, cores):
         ax.set_xticks([i + width * (len(brokers) - 1) / 2 for i in range(2)], ["1 partition", "8 partitions"])
         ax.legend(fontsize=8)
     rate.set_ylabel("million msg/s acknowledged (100-byte values)")
     cpu.set_ylabel("broker CPU µs per message (all threads)")
+    cores.set_ylabel(f"broker cores used (of {data['machine']['cores']})")
+    loads = [x for r in rows for x in r["load_average_1m"]]
     fig.suptitle(f"produce, pre-encoded {data['records_per_batch']:,}-record batches, Produce v{data['produce_version']}, "
-                 f"acks=1, {data['processes']}x{data['connections']} connections, window {data['window']}")
+                 f"acks=1, {data['processes']}x{data['connections']} connections, window {data['window']}; "
+                 f"load average {min(loads):.1f}-{max(loads):.1f}")
     save_figure(fig, "produce_load")
 
 
