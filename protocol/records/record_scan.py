@@ -53,11 +53,12 @@ MIN_HEADER_SIZE = 2  # a key length and a value length, one byte each
 RUN_BEFORE_GUESS, RUN_MAX = 2, 1024
 STRIDE_FIRST, STRIDE_MAX = 64, 1 << 16
 _MAX_VARINT_BYTES = 10  # a varlong's most
-# A one-byte varint's value, by the byte (bytes with the continuation bit never index it).
-_ZIGZAG_BYTE = np.array([(v >> 1) ^ -(v & 1) for v in range(0x80)] + [0] * 0x80, dtype=np.int64)  # reads of up to 10 varint bytes just past a record's end stay in the array
 _COMPACTED_NO_KEY = "Compacted topic cannot accept message without key."
 
 I64 = npt.NDArray[np.int64]
+# A column of varint values: int32 when every varint of it has at most three bytes (what
+# records nearly always hold), int64 otherwise; numpy widens where it meets int64 columns.
+Values = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 Bools = npt.NDArray[np.bool_]
 
@@ -213,7 +214,7 @@ def scan_each(body: bytes, count: int, first_timestamp: int, min_timestamp: int 
 
 # ---- columns -------------------------------------------------------------------------------------
 
-def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
+def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[Values, I64]:
     """The zigzag varints starting at every position of pos: (values, positions after them);
     bad marks those longer than 10 bytes.
 
@@ -221,14 +222,15 @@ def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
     record that runs past the batch gets a wrong value, but its position still moves on, so the
     record fails the check of its end.
 
-    When every varint of the column is one byte (most fields of most records), a table gives the
-    values: a handful of array operations whatever the count. Columns of up to three bytes
+    When every varint of the column is one byte (most fields of most records), a handful of
+    array operations give the values whatever the count. Columns of up to three bytes
     (record lengths, value sizes, offset and timestamp deltas below 2**20) are read as byte
-    columns with small-integer arithmetic and no loop; longer ones take `_long_varints`.
+    columns with small-integer arithmetic and no loop, as int32; longer ones take `_long_varints`.
     """
     b = buf.take(pos, mode="clip")
-    if int(b.max()) < 0x80:
-        return _ZIGZAG_BYTE[b], pos + 1
+    if int(np.maximum.reduce(b)) < 0x80:
+        one = b.astype(np.int32)
+        return (one >> 1) ^ -(one & 1), pos + 1
     b1 = buf.take(pos + 1, mode="clip")
     more = b >> 7  # 1 where a second byte follows
     more1 = more & (b1 >> 7)  # 1 where a third byte follows
@@ -241,11 +243,10 @@ def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
             return _long_varints(buf, pos, bad)
         raw |= ((b2 & 0x7F) * more1).astype(np.int32) << 14
         width += more1
-    values: I64 = ((raw >> 1) ^ -(raw & 1)).astype(np.int64)
-    return values, pos + width
+    return (raw >> 1) ^ -(raw & 1), pos + width
 
 
-def _long_varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
+def _long_varints(buf: U8, pos: I64, bad: Bools) -> tuple[Values, I64]:
     """`_varints` for a column with a varint of four bytes or more: byte by byte, in 64 bits."""
     last = buf.size - 1
     b = buf.take(pos, mode="clip")
@@ -346,14 +347,14 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
     return head_column, start_column, p
 
 
-def _skip(pos: I64, n: I64, limit: I64) -> I64:
+def _skip(pos: I64, n: Values, limit: I64) -> I64:
     """pos moved past n bytes (none when n is negative: a null), held at limit at most."""
     room: I64 = limit - pos
     np.minimum(np.maximum(n, 0), room, out=room)  # not np.clip: its Python wrapper costs more here
     return pos + room
 
 
-def _walk_headers(buf: U8, data: bytes | memoryview, pos: I64, headers: I64, ends: I64, bad: Bools) -> None:
+def _walk_headers(buf: U8, data: bytes | memoryview, pos: I64, headers: Values, ends: I64, bad: Bools) -> None:
     """Move pos past the headers of the records that have some; bad marks a negative header key
     size or an overlong varint (a record overrunning its end is found by the caller)."""
     idx = np.flatnonzero((headers > 0) & ~bad)
