@@ -326,14 +326,16 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
             k = min(count - i, (end - p) // size, stride)
             if k <= 0:
                 continue
-            guess = np.arange(p, p + size * k, size, dtype=np.int64)
+            stop = p + size * k  # <= end: every guessed record's length varint is in the batch
             varint = bytes(body[p - size:p - size + width])  # the last record's length, as sent
-            fits = buf.take(guess) == varint[0]
+            # The guessed places are a strided view of the batch: no index column, no gather.
+            fits = buf[p:stop:size] == varint[0]
             for j in range(1, width):
-                fits &= buf.take(guess + j) == varint[j]
+                fits &= buf[p + j:stop + j:size] == varint[j]
             kept = k if fits.all() else int(np.argmin(fits))
-            head_column[i:i + kept] = guess[:kept]
-            start_column[i:i + kept] = guess[:kept] + width
+            guess = np.arange(p, p + size * kept, size, dtype=np.int64)
+            head_column[i:i + kept] = guess
+            start_column[i:i + kept] = guess + width
             i += kept
             p += size * kept
             if kept == k:
