@@ -232,15 +232,16 @@ def tansu() -> Iterator[tuple[str, int] | None]:
 
 
 @contextlib.contextmanager
-def profiled(profile: Path | None, name: str, pid: int) -> Iterator[None]:
-    """py-spy recording `pid` for the duration (raw collapsed stacks), when `profile` is a directory."""
+def profiled(profile: Path | None, name: str, pid: int, native: bool = False) -> Iterator[None]:
+    """py-spy recording `pid` for the duration (raw collapsed stacks), when `profile` is a directory;
+    with `native`, C frames too (py-spy --native)."""
     if profile is None:
         yield
         return
     profile.mkdir(parents=True, exist_ok=True)
     beside = Path(sys.executable).parent / "py-spy"  # the venv's, when not on PATH
     spy = subprocess.Popen([str(beside) if beside.exists() else "py-spy", "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
-                            "--output", str(profile / f"{name}.txt"), "--nonblocking"],
+                            "--output", str(profile / f"{name}.txt"), *(["--native"] if native else ["--nonblocking"])],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)  # attached before the phase starts

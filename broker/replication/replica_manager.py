@@ -707,7 +707,10 @@ class ReplicaManager:
         if len(data) > part.log.segment_bytes:
             return LeaderAppend(ErrorCode.RECORD_LIST_TOO_LARGE)
         try:
-            validated = validate(data, produce_version, int(time.time() * 1000), config, transactional_id)
+            # In place: `data` is a slice of the request frame's own buffer (nothing else reads it
+            # once it is appended), so a batch stored as sent is numbered where it lies, not copied.
+            validated = validate(data, produce_version, int(time.time() * 1000), config, transactional_id,
+                                 in_place=True)
         except RecordsError as e:
             log.warning("produce.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
             return LeaderAppend(ErrorCode(e.error_code), record_errors=e.record_errors, error_message=str(e))

@@ -53,11 +53,12 @@ MIN_HEADER_SIZE = 2  # a key length and a value length, one byte each
 RUN_BEFORE_GUESS, RUN_MAX = 2, 1024
 STRIDE_FIRST, STRIDE_MAX = 64, 1 << 16
 _MAX_VARINT_BYTES = 10  # a varlong's most
-# A one-byte varint's value, by the byte (bytes with the continuation bit never index it).
-_ZIGZAG_BYTE = np.array([(v >> 1) ^ -(v & 1) for v in range(0x80)] + [0] * 0x80, dtype=np.int64)  # reads of up to 10 varint bytes just past a record's end stay in the array
 _COMPACTED_NO_KEY = "Compacted topic cannot accept message without key."
 
 I64 = npt.NDArray[np.int64]
+# A column of varint values: int32 when every varint of it has at most three bytes (what
+# records nearly always hold), int64 otherwise; numpy widens where it meets int64 columns.
+Values = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 Bools = npt.NDArray[np.bool_]
 
@@ -213,21 +214,42 @@ def scan_each(body: bytes, count: int, first_timestamp: int, min_timestamp: int 
 
 # ---- columns -------------------------------------------------------------------------------------
 
-def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[I64, I64]:
+def _varints(buf: U8, pos: I64, bad: Bools) -> tuple[Values, I64]:
     """The zigzag varints starting at every position of pos: (values, positions after them);
     bad marks those longer than 10 bytes.
 
-    Reads past the end of buf read its last byte instead: the varint of a record that runs
-    past the batch gets a wrong value, but its position still moves on, so the record fails
-    the check of its end.
+    Reads past the end of buf read its last byte instead (ndarray.take with "clip"): the varint of a
+    record that runs past the batch gets a wrong value, but its position still moves on, so the
+    record fails the check of its end.
 
-    When every varint of the column is one byte (most fields of most records), a table gives the
-    values: a handful of array operations whatever the count.
+    When every varint of the column is one byte (most fields of most records), a handful of
+    array operations give the values whatever the count. Columns of up to three bytes
+    (record lengths, value sizes, offset and timestamp deltas below 2**20) are read as byte
+    columns with small-integer arithmetic and no loop, as int32; longer ones take `_long_varints`.
     """
+    b = buf.take(pos, mode="clip")
+    if int(np.maximum.reduce(b)) < 0x80:
+        one = b.astype(np.int32)
+        return (one >> 1) ^ -(one & 1), pos + 1
+    b1 = buf.take(pos + 1, mode="clip")
+    more = b >> 7  # 1 where a second byte follows
+    more1 = more & (b1 >> 7)  # 1 where a third byte follows
+    raw = (b & 0x7F).astype(np.int32)
+    raw |= ((b1 & 0x7F) * more).astype(np.int32) << 7
+    width = more + 1
+    if more1.any():
+        b2 = buf.take(pos + 2, mode="clip")
+        if (more1 & (b2 >> 7)).any():
+            return _long_varints(buf, pos, bad)
+        raw |= ((b2 & 0x7F) * more1).astype(np.int32) << 14
+        width += more1
+    return (raw >> 1) ^ -(raw & 1), pos + width
+
+
+def _long_varints(buf: U8, pos: I64, bad: Bools) -> tuple[Values, I64]:
+    """`_varints` for a column with a varint of four bytes or more: byte by byte, in 64 bits."""
     last = buf.size - 1
-    b = buf[np.minimum(pos, last)]
-    if int(b.max()) < 0x80:
-        return _ZIGZAG_BYTE[b], pos + 1
+    b = buf.take(pos, mode="clip")
     more = b >= 0x80
     raw = (b & 0x7F).astype(np.uint64)
     after = pos + 1
@@ -304,14 +326,16 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
             k = min(count - i, (end - p) // size, stride)
             if k <= 0:
                 continue
-            guess = np.arange(p, p + size * k, size, dtype=np.int64)
+            stop = p + size * k  # <= end: every guessed record's length varint is in the batch
             varint = bytes(body[p - size:p - size + width])  # the last record's length, as sent
-            fits = buf[guess] == varint[0]
+            # The guessed places are a strided view of the batch: no index column, no gather.
+            fits = buf[p:stop:size] == varint[0]
             for j in range(1, width):
-                fits &= buf[guess + j] == varint[j]
+                fits &= buf[p + j:stop + j:size] == varint[j]
             kept = k if fits.all() else int(np.argmin(fits))
-            head_column[i:i + kept] = guess[:kept]
-            start_column[i:i + kept] = guess[:kept] + width
+            guess = np.arange(p, p + size * kept, size, dtype=np.int64)
+            head_column[i:i + kept] = guess
+            start_column[i:i + kept] = guess + width
             i += kept
             p += size * kept
             if kept == k:
@@ -325,14 +349,14 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
     return head_column, start_column, p
 
 
-def _skip(pos: I64, n: I64, limit: I64) -> I64:
+def _skip(pos: I64, n: Values, limit: I64) -> I64:
     """pos moved past n bytes (none when n is negative: a null), held at limit at most."""
     room: I64 = limit - pos
     np.minimum(np.maximum(n, 0), room, out=room)  # not np.clip: its Python wrapper costs more here
     return pos + room
 
 
-def _walk_headers(buf: U8, data: bytes | memoryview, pos: I64, headers: I64, ends: I64, bad: Bools) -> None:
+def _walk_headers(buf: U8, data: bytes | memoryview, pos: I64, headers: Values, ends: I64, bad: Bools) -> None:
     """Move pos past the headers of the records that have some; bad marks a negative header key
     size or an overlong varint (a record overrunning its end is found by the caller)."""
     idx = np.flatnonzero((headers > 0) & ~bad)

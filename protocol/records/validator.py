@@ -1,7 +1,9 @@
 """Kafka 2.8's LogValidator for a leader append from a client, onto a log of RecordBatch v2.
 
 `validate(data, produce_version, now_ms, config)` checks a partition's record set and returns
-it as one RecordBatch v2 in a bytearray, with its base offset still 0; `Validated.assign_offsets`
+it as one RecordBatch v2 in a bytearray, with its base offset still 0 (with `in_place`, a v2
+batch kept as sent is edited where it lies when `data` is writable: the request frame's own
+buffer, which the broker owns, so a megabyte batch is not copied before it is written); `Validated.assign_offsets`
 then writes the leader's next offset into the batch (and `stamp_leader_epoch` the leader epoch).
 The two steps are apart so that what needs the producer id, epoch, base sequence and record
 count of a validated batch (the idempotent producer's state) can look at `Validated` before
@@ -107,7 +109,7 @@ class Validated:
     log_append_time is now_ms under LogAppendTime, else -1 (Produce's log_append_time_ms).
     """
 
-    buffer: bytearray
+    buffer: bytearray | memoryview  # a memoryview of the caller's data when validated in place
     count: int
     max_timestamp: int
     log_append_time: int
@@ -147,8 +149,12 @@ def _window(now_ms: int, config: ValidationConfig) -> tuple[int | None, int | No
 
 
 def validate(data: bytes | bytearray | memoryview, produce_version: int, now_ms: int, config: ValidationConfig,
-             transactional_id: str | None = None) -> Validated:
-    """See the module docstring; raises RecordsError with the partition's error code."""
+             transactional_id: str | None = None, in_place: bool = False) -> Validated:
+    """See the module docstring; raises RecordsError with the partition's error code.
+
+    With `in_place`, a writable `data` holding a v2 batch that is stored as sent is the returned
+    buffer: its max timestamp (and CRC), then base offset and leader epoch, are written into it.
+    Nothing is written into it unless it validates."""
     buf = memoryview(data)
     if len(buf) <= MAGIC_AT:
         if produce_version >= 3:
@@ -161,11 +167,11 @@ def validate(data: bytes | bytearray | memoryview, produce_version: int, now_ms:
             raise RecordsError(ErrorCode.INVALID_RECORD, f"Produce requests with version {produce_version} are only "
                                                          "allowed to contain record batches with magic version 2")
         return _up_convert(buf, now_ms, config)
-    return _validate_batch(buf, produce_version, now_ms, config, transactional_id)
+    return _validate_batch(buf, produce_version, now_ms, config, transactional_id, in_place)
 
 
 def _validate_batch(buf: memoryview, produce_version: int, now_ms: int, config: ValidationConfig,
-                    transactional_id: str | None) -> Validated:
+                    transactional_id: str | None, in_place: bool = False) -> Validated:
     if len(buf) < RECORD_BATCH_HEADER_SIZE:
         raise _incomplete(produce_version)
     (base_offset, length, _epoch, _magic, crc, attributes, last_delta, first_ts, _max_ts, producer_id,
@@ -225,11 +231,14 @@ def _validate_batch(buf: memoryview, produce_version: int, now_ms: int, config: 
     if scan.errors:
         raise _record_errors(scan)
     target = TARGET_CODECS.get(config.compression_type, codec)
+    out: bytearray | memoryview
     if target != codec:
         out = bytearray(record_batch.batch_around(
             bytes(body), count, first_ts, NO_TIMESTAMP, 0, target, CREATE_TIME, producer_id, producer_epoch,
             base_sequence))
         codec = target
+    elif in_place and not buf.readonly:
+        out = buf
     else:
         out = bytearray(buf)
     if config.timestamp_type == LOG_APPEND_TIME:

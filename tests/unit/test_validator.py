@@ -95,6 +95,41 @@ def test_wrong_max_timestamp_is_corrected_and_crc_recomputed() -> None:
     assert shallow_validate(v.buffer)[0] == len(sent)
 
 
+def test_in_place_numbers_the_senders_own_buffer_and_copies_read_only_or_rewritten_input() -> None:
+    # The broker passes a slice of the request frame it owns (in_place=True): no copy of the batch.
+    frame = bytearray(b"head" + kp_batch(4))
+    data = memoryview(frame)[4:]
+    struct.pack_into(">q", data, 35, 5)  # a wrong max timestamp: corrected in the frame itself
+    recrc(data)  # type: ignore[arg-type]
+    v = validate(data, 9, NOW, CONFIG, in_place=True)
+    v.assign_offsets(700)
+    v.stamp_leader_epoch(3)
+    assert isinstance(v.buffer, memoryview) and v.buffer.obj is frame
+    assert struct.unpack_from(">q", frame, 4)[0] == 700  # base offset
+    assert struct.unpack_from(">i", frame, 4 + 12)[0] == 3  # partition leader epoch
+    assert struct.unpack_from(">q", frame, 4 + 35)[0] == NOW - 1000 + 3
+    assert shallow_validate(bytes(frame[4:]))[0] == len(data)
+    # Read-only input, the default, and a batch the topic recompresses are copied: the caller's bytes stay.
+    sent = kp_batch(4)
+    assert validate(sent, 9, NOW, CONFIG, in_place=True).buffer is not sent
+    held = bytearray(sent)
+    validate(held, 9, NOW, CONFIG).assign_offsets(9)
+    assert held == sent
+    recompressed = validate(held, 9, NOW, ValidationConfig(1 << 20, compression_type="gzip"), in_place=True)
+    recompressed.assign_offsets(9)
+    assert held == sent
+
+
+def test_in_place_leaves_a_refused_batch_as_sent() -> None:
+    sent = bytearray(kp_batch(4))
+    struct.pack_into(">q", sent, 35, 5)
+    recrc(sent)
+    struct.pack_into(">i", sent, 61 + 3, 1 << 20)  # a record's bytes changed after the CRC: ...
+    before = bytes(recrc(sent))  # ... a valid CRC over malformed records
+    rejects(sent, ErrorCode.INVALID_RECORD, in_place=True)
+    assert sent == before
+
+
 def test_log_append_time_rewrites_max_timestamp_attributes_and_crc() -> None:
     sent = kp_batch(4)
     v = validate(sent, 9, NOW, ValidationConfig(1 << 20, timestamp_type=record_batch.LOG_APPEND_TIME))
