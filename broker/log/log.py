@@ -216,7 +216,13 @@ class Log:
             self._segments.append(seg)
             self._bases.append(base)
             last = i == len(bases) - 1
-            trusted = (clean or not last) and seg.load_index() and seg.load_time_index()
+            if clean and seg.index_existed and seg.time_index_existed:
+                # Kafka's LazyIndex: after a clean shutdown the indexes are read on first use
+                # (broker.log.segment); the active segment's offset index now, for its end offset.
+                seg.defer_indexes(offset_index=not last)
+                trusted = not last or seg.load_index()
+            else:
+                trusted = (clean or not last) and seg.load_index() and seg.load_time_index()
             if trusted:
                 if last:
                     next_offset = seg.next_offset_from_index()
