@@ -54,6 +54,7 @@ import crc32c
 import structlog
 
 from broker.log.open_files import SEGMENT_FILES, OpenFile, OpenFiles
+from broker.log.small_files import read_small
 from broker.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from broker.log.time_index import TimeIndex, TimestampTracker
 from protocol.layouts import (
@@ -691,22 +692,11 @@ class Segment:
 
 
 def _read_file(path: Path) -> bytes | None:
-    """A whole (index) file, through a short-lived descriptor; None if it is missing."""
+    """A whole (index) file; None if it is missing or shrank under the read."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        return read_small(path)
     except FileNotFoundError:
         return None
-    try:
-        size = os.fstat(fd).st_size
-        raw = b""
-        while len(raw) < size:
-            chunk = os.pread(fd, size - len(raw), len(raw))
-            if not chunk:
-                return None
-            raw += chunk
-        return raw
-    finally:
-        os.close(fd)
 
 
 def _pwrite_all(fd: int, data: bytes, position: int) -> None:
