@@ -185,7 +185,7 @@ class Log:
         marked = CLEAN_SHUTDOWN in names
         clean = self.opened_clean = self.opened_clean or marked
         logs: set[int] = set()
-        indexes: list[tuple[int, Path]] = []
+        indexes: list[tuple[int, str]] = []  # names: a path is made only for an orphan
         for name in names:
             m = _SEGMENT_FILE.match(name)
             if m is None:
@@ -193,12 +193,12 @@ class Log:
             if m.group(2) == "log":
                 logs.add(int(m.group(1)))
             else:
-                indexes.append((int(m.group(1)), self.directory / name))
+                indexes.append((int(m.group(1)), name))
         removed = []
-        for base, path in indexes:
+        for base, name in indexes:
             if base not in logs:  # left behind by a crash during delete or truncation
-                path.unlink(missing_ok=True)
-                removed.append(path.name)
+                (self.directory / name).unlink(missing_ok=True)
+                removed.append(name)
         bases = sorted(logs)
         if not bases:
             self._segments = [self._segment(0, create=True)]

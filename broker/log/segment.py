@@ -125,8 +125,8 @@ class Segment:
     readable after a roll, an eviction or a close.
     """
 
-    __slots__ = ("base_offset", "log_path", "index_path", "size", "index_interval", "index_existed",
-                 "_keys", "_positions", "_bytes_since_index", "time_index_path", "time_index_existed",
+    __slots__ = ("base_offset", "log_path", "size", "index_interval", "index_existed",
+                 "_keys", "_positions", "_bytes_since_index", "time_index_existed",
                  "_time_index", "_timestamps", "_file", "_pool", "_pinned", "_closed", "_index_on_disk",
                  "_time_on_disk", "_index_cut", "_time_cut", "_files_made", "_index_lazy", "_time_lazy",
                  "__weakref__")
@@ -136,9 +136,8 @@ class Segment:
                  names: frozenset[str] | set[str] | None = None) -> None:
         self.base_offset = base_offset
         name = segment_name(base_offset)
+        # One path object: the index files' are made when used (a log's open needs neither).
         self.log_path = directory / f"{name}.log"
-        self.index_path = directory / f"{name}.index"
-        self.time_index_path = directory / f"{name}.timeindex"
         self.index_interval = index_interval
         self._pool = pool or SEGMENT_FILES
         self._pinned = pinned
@@ -222,6 +221,14 @@ class Segment:
     def timestamps(self) -> TimestampTracker:
         self._need_time()
         return self._timestamps
+
+    @property
+    def index_path(self) -> Path:
+        return self.log_path.with_suffix(".index")
+
+    @property
+    def time_index_path(self) -> Path:
+        return self.log_path.with_suffix(".timeindex")
 
     # ---- the descriptor --------------------------------------------------------------
 
