@@ -146,7 +146,8 @@ class Log:
         here) or the caller says so (`clean_shutdown`: the broker's one marker for its log dir).
 
         After a clean close the indexes are trusted and only the tail after the last index point
-        is read. Otherwise the last segment is fully validated (size, offset order, CRC) and cut
+        is read; index files are read on first use (Kafka's LazyIndex, broker.log.segment), except
+        the active segment's offset index, which gives the log end offset. Otherwise the last segment is fully validated (size, offset order, CRC) and cut
         at the first bad entry, and any other segment whose index is missing or inconsistent is
         rebuilt the same way; a bad entry there also drops every later segment, because the log
         must stay contiguous.
