@@ -16,12 +16,12 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from fetcher.jaas import JaasError, parse_jaas_config
+
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
-# sasl.jaas.config: `<LoginModule class> required username="alice" password="secret";`
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:\\.|[^"\\])*)"')
 
 
 class SecurityConfigError(ValueError):
@@ -130,11 +130,11 @@ def tls_versions(key: str, raw: str) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
 
 
 def parse_jaas(key: str, raw: str) -> dict[str, str]:
-    """The options of a `sasl.jaas.config` line (username, password…), quotes removed."""
-    text = raw.strip()
-    if not text.endswith(";"):
-        raise SecurityConfigError(key, "a JAAS configuration ends with ';'")
-    return {m.group(1): re.sub(r"\\(.)", r"\1", m.group(2)) for m in _JAAS_OPTION.finditer(text)}
+    """The options of a `sasl.jaas.config` line (username, password…), as fetcher.jaas reads it."""
+    try:
+        return parse_jaas_config(raw).options
+    except JaasError as e:
+        raise SecurityConfigError(key, str(e)) from None
 
 
 @dataclass(frozen=True)

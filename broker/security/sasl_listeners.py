@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.security.sasl_jaas import JaasEntry, JaasError, parse_jaas_config
+from broker.security.sasl_jaas import JaasError, LoginModule, parse_jaas_config
 from broker.security.sasl_plain import PlainServer
 from broker.security.sasl_scram import CredentialCache, ScramServer
 from broker.security.sasl_session import (
@@ -80,7 +80,7 @@ def mechanisms_of(raw: str | None, key: str = "sasl.enabled.mechanisms") -> tupl
     return names
 
 
-def jaas_entry(setting: Setting, listener: str, mechanism: str) -> JaasEntry | None:
+def jaas_entry(setting: Setting, listener: str, mechanism: str) -> LoginModule | None:
     """The JAAS entry for `mechanism` on `listener`: the mechanism-prefixed key first, as Kafka's
     JaasContext.loadServerContext, then the listener's and the broker's `sasl.jaas.config`."""
     for key in (f"{mechanism.lower()}.sasl.jaas.config", "sasl.jaas.config"):

@@ -26,21 +26,18 @@ Pure apart from `credentials_from_env`, which reads the file. The password is ke
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from fetcher.jaas import JaasError, LoginModule, parse_jaas_file
 
 LOGIN_CONFIG_PROPERTY = "java.security.auth.login.config"
 CONTEXT_NAME_PROPERTY = "zookeeper.sasl.clientconfig"
 SASL_CLIENT_PROPERTY = "zookeeper.sasl.client"
 DEFAULT_CONTEXT = "Client"
 OPTS_VARIABLE = "KAFKA_OPTS"
-
-
-class JaasError(ValueError):
-    """A JAAS file or KAFKA_OPTS that cannot give ZooKeeper credentials (names no secret)."""
 
 
 @dataclass(frozen=True)
@@ -54,74 +51,12 @@ class ZkCredentials:
         return f"{self.username}:{self.password}".encode()
 
 
-@dataclass(frozen=True)
-class LoginModule:
-    class_name: str
-    flag: str
-    options: dict[str, str] = field(repr=False)
-
-
-_TOKEN = re.compile(r"""
-    (?P<space>\s+) | (?P<comment>//[^\n]*|/\*.*?\*/) | (?P<quoted>"(?:[^"\\]|\\.)*") |
-    (?P<punct>[{};=]) | (?P<word>[^\s{};="]+)
-""", re.VERBOSE | re.DOTALL)
-
-
-def _tokens(text: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise JaasError(f"unexpected character at offset {pos}")
-        pos = m.end()
-        kind = m.lastgroup or ""
-        if kind in ("space", "comment"):
-            continue
-        value = m.group(0)
-        if kind == "quoted":
-            value = re.sub(r"\\(.)", r"\1", value[1:-1])
-        out.append((kind, value))
-    return out
-
-
 def parse_jaas(text: str) -> dict[str, list[LoginModule]]:
-    """A JAAS login configuration file (javax.security.auth.login.ConfigFile's grammar:
-    `Name { class flag key=value ...; ... };`, `//` and `/* */` comments, quoted values)."""
-    toks = _tokens(text)
-    sections: dict[str, list[LoginModule]] = {}
-    i = 0
-
-    def expect(kind: str, value: str | None = None) -> str:
-        nonlocal i
-        if i >= len(toks) or toks[i][0] != kind or (value is not None and toks[i][1] != value):
-            raise JaasError(f"expected {value or kind} in the JAAS file (token {i})")
-        i += 1
-        return toks[i - 1][1]
-
-    while i < len(toks):
-        name = expect("word")
-        expect("punct", "{")
-        modules: list[LoginModule] = []
-        while i < len(toks) and toks[i] != ("punct", "}"):
-            class_name = expect("word")
-            flag = expect("word")
-            if flag.lower() not in ("required", "requisite", "sufficient", "optional"):
-                raise JaasError(f"section {name}: login module {class_name} has no valid control flag")
-            options: dict[str, str] = {}
-            while i < len(toks) and toks[i] != ("punct", ";"):
-                key = expect("word")
-                expect("punct", "=")
-                if i >= len(toks) or toks[i][0] not in ("word", "quoted"):
-                    raise JaasError(f"section {name}: option {key} has no value")
-                options[key] = toks[i][1]
-                i += 1
-            expect("punct", ";")
-            modules.append(LoginModule(class_name, flag.lower(), options))
-        expect("punct", "}")
-        expect("punct", ";")
-        sections[name] = modules
-    return sections
+    """A JAAS login configuration file (fetcher.jaas: javax.security.auth.login.ConfigFile's grammar)."""
+    try:
+        return parse_jaas_file(text)
+    except JaasError as e:
+        raise JaasError(f"{e} in the JAAS file") from None
 
 
 def jvm_properties(opts: str) -> dict[str, str]:
