@@ -230,6 +230,11 @@ class Segment:
     def time_index_path(self) -> Path:
         return self.log_path.with_suffix(".timeindex")
 
+    def _sibling(self, suffix: str) -> str:
+        """An index file's path as a string: what a read needs, without pathlib's parsing
+        (with_suffix: ~20 µs, a tenth of a partition's open at start-up)."""
+        return os.fspath(self.log_path)[:-4] + suffix
+
     # ---- the descriptor --------------------------------------------------------------
 
     @property
@@ -344,7 +349,7 @@ class Segment:
         """Read the index file; False if it is missing, torn or inconsistent with the log."""
         if not self.index_existed:
             return False
-        raw = _read_file(self.index_path)
+        raw = _read_file(self._sibling(".index"))
         if raw is None or len(raw) % 8:
             return False
         pairs = _u32_array()
@@ -380,7 +385,7 @@ class Segment:
         """
         if not self.time_index_existed:
             return False
-        raw = _read_file(self.time_index_path)
+        raw = _read_file(self._sibling(".timeindex"))
         index = None if raw is None else TimeIndex.parse(self.base_offset, raw)
         if index is None:
             return False
@@ -698,7 +703,7 @@ class Segment:
         return f"Segment(base={self.base_offset}, size={self.size}, index={index})"
 
 
-def _read_file(path: Path) -> bytes | None:
+def _read_file(path: str | Path) -> bytes | None:
     """A whole (index) file; None if it is missing or shrank under the read."""
     try:
         return read_small(path)
