@@ -57,6 +57,7 @@ are opened as clean: a crash from then on recovers them all. A partition's own `
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import shutil
 import time
@@ -114,6 +115,8 @@ _LOAD_THREADS = 2
 _CHUNK = 64
 # Partitions opened on the event loop between two yields after a clean shutdown (~3 ms of work).
 _LOOP_CHUNK = 16
+# How long the objects made at start-up stay out of the garbage collector's passes (see load_logs).
+_UNFREEZE_AFTER_S = 60.0
 
 
 # What check_follower_fetch says of a follower fetch (strings: handlers may not import this layer).
@@ -446,9 +449,20 @@ class ReplicaManager:
         if self.log_dir_offline:
             return
         self._load_done.clear()
+        # The cyclic garbage collector is paused while the logs open, and what they made is then
+        # frozen (left out of collections) for a while: 10,000 opens make millions of objects,
+        # and collecting as they are made (a young collection every 700 allocations, older ones
+        # over the whole heap) cost as much CPU as the opens did (1.1-1.9 s of user time with
+        # it, 0.7-0.8 without, in-process). Unfrozen after _UNFREEZE_AFTER_S, off the start-up.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             await self._load_logs()
         finally:
+            if collecting:
+                gc.freeze()
+                gc.enable()
+                asyncio.get_running_loop().call_later(_UNFREEZE_AFTER_S, gc.unfreeze)
             self._loading.clear()
             for key in sorted(self._delete_after_load):
                 self._delete_stopped(key)
