@@ -1,6 +1,6 @@
 """Many partitions on one broker (issue 21, deliverable 4): create, restart, shutdown, descriptors, RSS.
 
-    python -m bench.partitions --partitions 1000,10000 [--nofile 20000] [--produce] [--profile DIR]
+    python -m bench.partitions --partitions 1000,10000 [--nofile 20000] [--produce] [--profile DIR] [--keep-log DIR]
 
 For each N, on a fresh ZooKeeper and one broker (its soft RLIMIT_NOFILE set to --nofile, the
 machine's hard limit by default):
@@ -8,8 +8,13 @@ machine's hard limit by default):
 - descriptors and RSS of the broker with N empty partitions (and after one message each, with
   --produce);
 - SIGTERM: until the process exits (controlled shutdown, logs closed);
-- restart: from the process start until Metadata shows all N led, and until `broker.started`;
+- restart: from the process start until Metadata shows all N led, and until `broker.started`; the
+  broker's CPU time (user + system) by then;
 - kill -9 then restart: the same, plus the ZooKeeper session wait (the old registration must go).
+
+With `--keep-log DIR` the broker's log (its timestamped start-up phases: `log.loaded`,
+`controller.failover_sent`, `leader_and_isr.applied`, `update_metadata.applied`) is kept there, and
+the restarts' wall-clock starts are in the JSON (`restart_at_unix`) to line it up with.
 
 With `--profile DIR`, py-spy records the broker during the SIGTERM, the restart and the kill -9
 restart (DIR/<n>-<phase>.txt, collapsed stacks; py-spy attaches a moment after the process
@@ -50,6 +55,12 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def cpu_s(pid: int) -> float:
+    """The process's CPU time so far (user + system), from /proc: a figure the machine's load moves less."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
 
 
 def fds(pid: int) -> int:
@@ -126,7 +137,7 @@ class Profile:
 
 
 def run_one(n: int, nofile: int, do_produce: bool, timeout: float,
-            profile: Path | None = None) -> dict[str, object]:
+            profile: Path | None = None, keep_log: Path | None = None) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="minibroker-bench-partitions-"))
     zk = ZooKeeperServer(work / "zk")
     zk.start()
@@ -152,28 +163,35 @@ def run_one(n: int, nofile: int, do_produce: bool, timeout: float,
         spy.stop()
         out["sigterm_exit_code"] = code
         progress(f"{n}: restart after SIGTERM")
+        out["restart_at_unix"] = round(time.time(), 3)  # to line up with the broker log's timestamps
         t0 = time.monotonic()
         b.start(wait=False)
         spy = Profile(profile, f"{n}-restart", b.proc.pid)
         out["restart_started_s"] = round(started_after(b, t0, timeout), 2)
         asyncio.run(wait_led(b, "bench", n, timeout))
         out["restart_all_led_s"] = round(time.monotonic() - t0, 2)
+        out["restart_cpu_s"] = cpu_s(b.proc.pid)  # broker CPU from its start to all led (and the last poll)
         spy.stop()
         out["restarted"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
         progress(f"{n}: kill -9 and restart")
         b.kill()
+        out["kill9_restart_at_unix"] = round(time.time(), 3)
         t0 = time.monotonic()
         b.start(wait=False)
         spy = Profile(profile, f"{n}-kill9-restart", b.proc.pid)
         out["kill9_restart_started_s"] = round(started_after(b, t0, timeout), 2)
         asyncio.run(wait_led(b, "bench", n, timeout))
         out["kill9_restart_all_led_s"] = round(time.monotonic() - t0, 2)
+        out["kill9_restart_cpu_s"] = cpu_s(b.proc.pid)
         spy.stop()
         out["storage_errors_logged"] = b.log_path.read_text().count("log.open_files_exhausted")
     finally:
         b.stop(timeout)
         zk.stop()
         out["load_end"] = loadavg()
+        if keep_log is not None and b.log_path.exists():
+            keep_log.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(b.log_path, keep_log / f"{n}-broker.log")
         shutil.rmtree(work, ignore_errors=True)
     return out
 
@@ -213,9 +231,11 @@ def main() -> None:
     ap.add_argument("--produce", action="store_true", help="one 100-byte message to each partition before SIGTERM")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--profile", type=Path, help="record py-spy profiles of the shutdown and restarts here")
+    ap.add_argument("--keep-log", type=Path, help="copy the broker's log (the phases' timestamped events) here")
     args = ap.parse_args()
     nofile = args.nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    results = [run_one(int(n), nofile, args.produce, args.timeout, args.profile) for n in args.partitions.split(",")]
+    results = [run_one(int(n), nofile, args.produce, args.timeout, args.profile,
+                       args.keep_log) for n in args.partitions.split(",")]
     data = {"machine": machine(), "results": results}
     write_json("partitions", data)
     progress(f"plot: {plot(results)}")

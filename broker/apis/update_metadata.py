@@ -12,13 +12,18 @@ Authorization: ClusterAction on the cluster, else CLUSTER_AUTHORIZATION_FAILED (
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+import structlog
 
 from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
 from protocol.messages import update_metadata as messages
+
+log = structlog.get_logger()
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
@@ -31,8 +36,11 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     if "topic_states" in request:  # v5 groups the states by topic; the cache reads the v0 shape
         request["ungrouped_partition_states"] = [{**ps, "topic_name": t["topic_name"]}
                                                  for t in request["topic_states"] for ps in t["partition_states"]]
+    started = time.monotonic()
     services.metadata.update(request)
     services.metadata_changed()
+    log.info("update_metadata.applied", partitions=len(request["ungrouped_partition_states"]),
+             duration_s=round(time.monotonic() - started, 3))
     return {"error_code": 0}
 
 

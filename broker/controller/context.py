@@ -70,6 +70,19 @@ class ControllerContext:
             log.warning("controller.bad_partition_state", topic=topic, partition=p)
             self.states.pop((topic, p), None)
 
+    async def read_states(self, topic: str, partitions: list[int]) -> None:
+        """`read_state` for many partitions of a topic, their reads pipelined (ZkClient.get_many)."""
+        got = await self.zk.get_many([L.partition_state_path(topic, p) for p in partitions])
+        for p, item in zip(partitions, got, strict=True):
+            if item is None:
+                self.states.pop((topic, p), None)
+                continue
+            try:
+                self.states[(topic, p)] = (L.PartitionState.decode(item[0]), item[1])
+            except Exception:
+                log.warning("controller.bad_partition_state", topic=topic, partition=p)
+                self.states.pop((topic, p), None)
+
     async def write_state(self, tp: TP, new: L.PartitionState, version: int) -> bool:
         """Conditional set on the state znode; on a version conflict, the state is re-read and False returned.
 

@@ -36,13 +36,15 @@ def partition_dir(log_dir: Path, topic: str, partition: int) -> Path:
         raise InvalidPartitionName(f"partition {partition} of topic {topic} is negative")
     name = f"{topic}-{partition}"
     root = _resolved(str(log_dir))
-    child = root / name
+    child = os.path.join(root, name)
     # A legal name is one plain component, so only a symlink can resolve elsewhere: one lstat
-    # instead of a realpath of every component (10,000 of them at a restart).
-    resolved = child.resolve() if os.path.islink(child) else child
-    if resolved.parent != root or resolved.name != name:
-        raise InvalidPartitionName(f"{name} does not resolve to a directory directly inside {root}")
-    return Path(log_dir) / name
+    # instead of a realpath of every component (10,000 of them at a restart), and paths made
+    # only for a link.
+    if os.path.islink(child):
+        resolved = Path(child).resolve()
+        if resolved.parent != root or resolved.name != name:
+            raise InvalidPartitionName(f"{name} does not resolve to a directory directly inside {root}")
+    return (log_dir if isinstance(log_dir, Path) else Path(log_dir)) / name
 
 
 __all__ = ["InvalidPartitionName", "partition_dir"]

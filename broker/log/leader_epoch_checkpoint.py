@@ -39,6 +39,7 @@ import structlog
 from broker.log.errors import KafkaStorageError
 from broker.log.leader_epoch_cache import EpochEntry, LeaderEpochCache
 from broker.log.log import Log
+from broker.log.small_files import read_small
 from protocol.records.epochs import epoch_runs
 
 log = structlog.get_logger()
@@ -224,7 +225,13 @@ class LeaderEpochFile:
         path = plog.directory / FILENAME
         try:
             try:
-                entries: list[EpochEntry] | None = parse(path.read_text())
+                # The log's listing at open says whether the file is there: no failed open each.
+                if plog.names_at_open is not None and FILENAME not in plog.names_at_open:
+                    raise FileNotFoundError(path)
+                raw = read_small(path)
+                if raw is None:
+                    raise CorruptCheckpoint("shrank while read")
+                entries: list[EpochEntry] | None = parse(raw.decode())
             except FileNotFoundError:
                 entries = None
             except (CorruptCheckpoint, UnicodeDecodeError) as e:

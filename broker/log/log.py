@@ -146,7 +146,8 @@ class Log:
         here) or the caller says so (`clean_shutdown`: the broker's one marker for its log dir).
 
         After a clean close the indexes are trusted and only the tail after the last index point
-        is read. Otherwise the last segment is fully validated (size, offset order, CRC) and cut
+        is read; index files are read on first use (Kafka's LazyIndex, broker.log.segment), except
+        the active segment's offset index, which gives the log end offset. Otherwise the last segment is fully validated (size, offset order, CRC) and cut
         at the first bad entry, and any other segment whose index is missing or inconsistent is
         rebuilt the same way; a bad entry there also drops every later segment, because the log
         must stay contiguous.
@@ -185,7 +186,7 @@ class Log:
         marked = CLEAN_SHUTDOWN in names
         clean = self.opened_clean = self.opened_clean or marked
         logs: set[int] = set()
-        indexes: list[tuple[int, Path]] = []
+        indexes: list[tuple[int, str]] = []  # names: a path is made only for an orphan
         for name in names:
             m = _SEGMENT_FILE.match(name)
             if m is None:
@@ -193,12 +194,12 @@ class Log:
             if m.group(2) == "log":
                 logs.add(int(m.group(1)))
             else:
-                indexes.append((int(m.group(1)), self.directory / name))
+                indexes.append((int(m.group(1)), name))
         removed = []
-        for base, path in indexes:
+        for base, name in indexes:
             if base not in logs:  # left behind by a crash during delete or truncation
-                path.unlink(missing_ok=True)
-                removed.append(path.name)
+                (self.directory / name).unlink(missing_ok=True)
+                removed.append(name)
         bases = sorted(logs)
         if not bases:
             self._segments = [self._segment(0, create=True)]
@@ -216,7 +217,13 @@ class Log:
             self._segments.append(seg)
             self._bases.append(base)
             last = i == len(bases) - 1
-            trusted = (clean or not last) and seg.load_index() and seg.load_time_index()
+            if clean and seg.index_existed and seg.time_index_existed:
+                # Kafka's LazyIndex: after a clean shutdown the indexes are read on first use
+                # (broker.log.segment); the active segment's offset index now, for its end offset.
+                seg.defer_indexes(offset_index=not last)
+                trusted = not last or seg.load_index()
+            else:
+                trusted = (clean or not last) and seg.load_index() and seg.load_time_index()
             if trusted:
                 if last:
                     next_offset = seg.next_offset_from_index()

@@ -32,6 +32,7 @@ from broker.log.producer_state import (
     ProducerStates,
     producer_batches,
 )
+from broker.log.small_files import read_small
 from protocol.layouts import LOG_OVERHEAD, MAGIC_OFFSET, LogEntryHead, RecordBatchHeader, fixed, offset_of
 
 log = structlog.get_logger()
@@ -39,6 +40,7 @@ _ENTRY_HEAD = fixed(LogEntryHead)
 _LAST_DELTA = fixed(RecordBatchHeader, "last_offset_delta", "last_offset_delta")
 _LAST_DELTA_AT = offset_of(RecordBatchHeader, "last_offset_delta")
 SNAPSHOT_SUFFIX = ".snapshot"
+_SNAPSHOT_TMP = f"{SNAPSHOT_SUFFIX}.tmp"  # a snapshot a crash interrupted
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 _SCAN_CHUNK = 1 << 20
 
@@ -83,7 +85,7 @@ class PartitionProducers:
             if names is None:
                 names = os.listdir(self.directory)
             for name in names:
-                if name.endswith(f"{SNAPSHOT_SUFFIX}.tmp"):  # a crash while writing one
+                if name.endswith(_SNAPSHOT_TMP):  # a crash while writing one
                     (self.directory / name).unlink(missing_ok=True)
             snapshots = _snapshot_offsets(names)
             for off in snapshots:
@@ -108,7 +110,10 @@ class PartitionProducers:
                 break
             path = snapshot_path(self.directory, off)
             try:
-                self.states.load_snapshot(path.read_bytes(), off, now_ms)
+                raw = read_small(path)
+                if raw is None:
+                    raise CorruptSnapshot("shrank while read")
+                self.states.load_snapshot(raw, off, now_ms)
                 self._snap_offset = off
                 break
             except CorruptSnapshot as e:

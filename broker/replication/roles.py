@@ -19,7 +19,7 @@ import structlog
 
 from broker.config import BrokerConfig
 from broker.log import KafkaStorageError
-from broker.log_config import log_config
+from broker.log_config import LogConfig, log_config
 from broker.metadata import MetadataCache
 from broker.replication.fetcher_manager import FetcherManager
 from broker.replication.replica_manager import ReplicaManager
@@ -41,6 +41,16 @@ class RoleListener(Protocol):
         ...
 
 
+class RoleBatch:
+    """What the partition states of one LeaderAndIsr share: each topic's LogConfig, resolved once
+    (not once a partition: ~10 µs each), and whether each partition's role is logged (`log_each`;
+    a request of thousands says how many in one event instead, see apis/leader_and_isr.py)."""
+
+    def __init__(self, log_each: bool = True) -> None:
+        self.log_each = log_each
+        self.log_configs: dict[str, tuple[dict[str, str], LogConfig]] = {}
+
+
 class PartitionRoles:
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, fetchers: FetcherManager,
                  metadata: MetadataCache, topic_configs: TopicConfigs) -> None:
@@ -52,6 +62,11 @@ class PartitionRoles:
         self.topic_configs = topic_configs
         self._listeners: list[RoleListener] = []
 
+    @staticmethod
+    def batch(log_each: bool = True) -> RoleBatch:
+        """A RoleBatch for one LeaderAndIsr's partition states (handlers see this class only)."""
+        return RoleBatch(log_each)
+
     def add_listener(self, listener: RoleListener) -> None:
         self._listeners.append(listener)
 
@@ -62,8 +77,11 @@ class PartitionRoles:
             except Exception:  # a listener's failure must not undo or stop the role change
                 log.exception("partition.role_listener_failed")
 
-    async def apply_partition_state(self, ps: dict[str, Any], leaders: dict[int, tuple[str, int]]) -> ErrorCode:
-        """One partition state of a LeaderAndIsr request; `leaders` are its live leaders' addresses."""
+    async def apply_partition_state(self, ps: dict[str, Any], leaders: dict[int, tuple[str, int]],
+                                    batch: RoleBatch | None = None) -> ErrorCode:
+        """One partition state of a LeaderAndIsr request; `leaders` are its live leaders' addresses.
+        `batch`: what the request's partition states share (see RoleBatch)."""
+        batch = batch or RoleBatch()
         topic, index = ps["topic_name"], ps["partition_index"]
         replicas = list(ps["replicas"])
         if self.broker_id not in replicas:
@@ -81,8 +99,11 @@ class PartitionRoles:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         cfg = await self.topic_configs.get(topic)
         segment = topic_int(topic, cfg, "segment.bytes", self.config.log_segment_bytes)
+        memo = batch.log_configs.get(topic)
+        if memo is None or memo[0] != cfg:
+            memo = batch.log_configs[topic] = (dict(cfg), log_config(topic, cfg, self.config))
         try:
-            code = self._apply(topic, index, replicas, ps, leaders, segment, cfg)
+            code = self._apply(topic, index, replicas, ps, leaders, segment, cfg, memo[1], batch.log_each)
         except KafkaStorageError as e:
             self._tell(lambda listener: listener.resigned(topic, index))
             self.fetchers.remove((topic, index))
@@ -99,7 +120,8 @@ class PartitionRoles:
         return code
 
     def _apply(self, topic: str, index: int, replicas: list[int], ps: dict[str, Any],
-               leaders: dict[int, tuple[str, int]], segment: int, cfg: dict[str, str]) -> ErrorCode:
+               leaders: dict[int, tuple[str, int]], segment: int, cfg: dict[str, str], topic_log_config: LogConfig,
+               log_each: bool) -> ErrorCode:
         leader = ps["leader"]
         zk_version = ps.get("partition_epoch", ps.get("zk_version", 0))
         if leader == self.broker_id:
@@ -107,12 +129,13 @@ class PartitionRoles:
             min_isr = topic_int(topic, cfg, "min.insync.replicas", self.config.min_insync_replicas)
             part = self.replicas.become_leader(topic, index, replicas, ps["leader_epoch"], ps["isr"], zk_version,
                                                ps["controller_epoch"], min_isr, segment)
-            self.replicas.set_log_config(part, log_config(topic, cfg, self.config))
-            log.info("partition.leader", topic=topic, partition=index, leader_epoch=ps["leader_epoch"])
+            self.replicas.set_log_config(part, topic_log_config)
+            if log_each:
+                log.info("partition.leader", topic=topic, partition=index, leader_epoch=ps["leader_epoch"])
             return ErrorCode.NONE
         part = self.replicas.become_follower(topic, index, replicas, leader, ps["leader_epoch"], ps["isr"],
                                              zk_version, ps["controller_epoch"], segment)
-        self.replicas.set_log_config(part, log_config(topic, cfg, self.config))
+        self.replicas.set_log_config(part, topic_log_config)
         addr = leaders.get(leader)
         info = self.metadata.brokers.get(leader)
         if addr is not None:
@@ -122,7 +145,8 @@ class PartitionRoles:
             log.warning("partition.leader_unknown", topic=topic, partition=index, leader=leader)
             return ErrorCode.LEADER_NOT_AVAILABLE
         self.fetchers.add(part, info)
-        log.info("partition.follower", topic=topic, partition=index, leader=leader, leader_epoch=ps["leader_epoch"])
+        if log_each:
+            log.info("partition.follower", topic=topic, partition=index, leader=leader, leader_epoch=ps["leader_epoch"])
         return ErrorCode.NONE
 
     async def sync_changes(self) -> None:
