@@ -108,6 +108,7 @@ def steady_producer(bootstrap: str, topic: str, acks: str, rate: int, seconds: f
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "enable.idempotence": False})
     acked: list[float] = []  # perf_counter of each acknowledgement
     ack_latency: list[float] = []
+    ack_sent_at: list[float] = []  # each acknowledged value's send time, for the ack timeline
     errors = 0
 
     def delivered(err: Any, msg: Any) -> None:  # noqa: ANN401
@@ -116,8 +117,10 @@ def steady_producer(bootstrap: str, topic: str, acks: str, rate: int, seconds: f
             errors += 1
             return
         now = time.perf_counter_ns()
+        sent = _STAMP.unpack_from(msg.value())[0]
         acked.append(now / 1e9)
-        ack_latency.append((now - _STAMP.unpack_from(msg.value())[0]) / 1e9)
+        ack_latency.append((now - sent) / 1e9)
+        ack_sent_at.append(sent / 1e9)
 
     n = int(rate * seconds)
     pad = b"v" * (VALUE_SIZE - _STAMP.size)
@@ -137,7 +140,9 @@ def steady_producer(bootstrap: str, topic: str, acks: str, rate: int, seconds: f
     in_window = sum(1 for t in acked if t <= start + sent_s)
     return {"sent": n, "sent_per_s": round(n / sent_s), "acked": len(acked), "errors": errors,
             "undelivered": undelivered, "acked_per_s_while_sending": round(in_window / sent_s),
-            "ack_latency_ms": summary_ms(ack_latency)}
+            "ack_latency_ms": summary_ms(ack_latency),
+            # Per second: a stall in the acks too is the brokers'; only end to end, the consumer's path.
+            "ack_timeline_ms": timeline_ms(ack_sent_at, ack_latency)}
 
 
 def run_scenario(name: str, source: Path | None, rate: int, seconds: float) -> dict[str, Any]:
