@@ -101,6 +101,11 @@ class LoopWatchdog:
             return (0, 0)
         return (int(on_cpu), int(waiting))
 
+    @property
+    def stacks_taken(self) -> int:
+        """Stacks taken of the loop since its last beat (nonzero: a stall is being watched)."""
+        return len(self._stacks)
+
     def _reset(self, now: float) -> None:
         usage = resource.getrusage(resource.RUSAGE_THREAD)
         self._beat = now
