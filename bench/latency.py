@@ -13,7 +13,11 @@ the floor any broker on this machine answers under.
 With `--before REF` every scenario also runs against brokers unpacked from git REF (for
 example `main`), interleaved with this tree, so one run shows a change's effect.
 
-    .venv/bin/python -m bench.latency [--seconds 20] [--rate 1000] [--before main]
+    .venv/bin/python -m bench.latency [--seconds 20] [--rate 1000] [--before main] [--watchdog-ms 20]
+
+With `--watchdog-ms` the brokers run broker/loop_watchdog.py (trees that have it) and each
+result lists their `event_loop.stalled` events: how long each broker's event loop stalled, and
+how much of that its thread spent runnable but waiting for a CPU (the machine's other work).
 
 Writes bench/out/latency.json and bench/out/latency.png.
 """
@@ -23,6 +27,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import re
 import socket
 import struct
 import threading
@@ -108,6 +114,7 @@ def steady_producer(bootstrap: str, topic: str, acks: str, rate: int, seconds: f
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "enable.idempotence": False})
     acked: list[float] = []  # perf_counter of each acknowledgement
     ack_latency: list[float] = []
+    ack_sent_at: list[float] = []  # each acknowledged value's send time, for the ack timeline
     errors = 0
 
     def delivered(err: Any, msg: Any) -> None:  # noqa: ANN401
@@ -116,8 +123,10 @@ def steady_producer(bootstrap: str, topic: str, acks: str, rate: int, seconds: f
             errors += 1
             return
         now = time.perf_counter_ns()
+        sent = _STAMP.unpack_from(msg.value())[0]
         acked.append(now / 1e9)
-        ack_latency.append((now - _STAMP.unpack_from(msg.value())[0]) / 1e9)
+        ack_latency.append((now - sent) / 1e9)
+        ack_sent_at.append(sent / 1e9)
 
     n = int(rate * seconds)
     pad = b"v" * (VALUE_SIZE - _STAMP.size)
@@ -137,7 +146,34 @@ def steady_producer(bootstrap: str, topic: str, acks: str, rate: int, seconds: f
     in_window = sum(1 for t in acked if t <= start + sent_s)
     return {"sent": n, "sent_per_s": round(n / sent_s), "acked": len(acked), "errors": errors,
             "undelivered": undelivered, "acked_per_s_while_sending": round(in_window / sent_s),
-            "ack_latency_ms": summary_ms(ack_latency)}
+            "ack_latency_ms": summary_ms(ack_latency),
+            # Per second: a stall in the acks too is the brokers'; only end to end, the consumer's path.
+            "ack_timeline_ms": timeline_ms(ack_sent_at, ack_latency)}
+
+
+_STALL = re.compile(r"event='?event_loop\.stalled'? broker_id=(\d+) stalled_ms=([\d.]+) loop_cpu_ms=([\d.]+)"
+                    r" run_queue_wait_ms=([\d.]+)")
+
+
+def log_sizes(brokers: list[Any]) -> list[int]:
+    return [b.log_path.stat().st_size if b.log_path.exists() else 0 for b in brokers]
+
+
+def loop_stalls(brokers: list[Any], since: list[int]) -> dict[str, Any]:
+    """The brokers' `event_loop.stalled` events (broker/loop_watchdog.py) logged after `since`
+    (each log's size then: the steady part of the run, not start-up)."""
+    stalls = []
+    for b, start in zip(brokers, since, strict=True):
+        with open(b.log_path, "rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+        for m in _STALL.finditer(text):
+            stalls.append({"broker": int(m[1]), "ms": float(m[2]), "cpu_ms": float(m[3]), "run_queue_ms": float(m[4])})
+    total = sum(s["ms"] for s in stalls)
+    return {"count": len(stalls), "total_ms": round(total, 1),
+            "run_queue_ms": round(sum(s["run_queue_ms"] for s in stalls), 1),
+            "cpu_ms": round(sum(s["cpu_ms"] for s in stalls), 1),
+            "worst": sorted(stalls, key=lambda s: -s["ms"])[:5]}
 
 
 def run_scenario(name: str, source: Path | None, rate: int, seconds: float) -> dict[str, Any]:
@@ -152,6 +188,7 @@ def run_scenario(name: str, source: Path | None, rate: int, seconds: float) -> d
         pids = [b.proc.pid for b in brokers if b.proc is not None]
         cpu0 = sum(cpu_seconds(pid) for pid in pids)
         t0 = time.perf_counter()
+        logged = log_sizes(brokers)
         produced = steady_producer(bootstrap, "latency", acks, rate, seconds)
         deadline = time.time() + 60
         while len(consumer.latencies) < produced["acked"] and time.time() < deadline:
@@ -160,7 +197,8 @@ def run_scenario(name: str, source: Path | None, rate: int, seconds: float) -> d
         cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
         consumer.stop.set()
         consumer.join(10)
-        return {"scenario": name, "replication_factor": replicas, "acks": acks, "tree": "this" if source is None else "before", "rate": rate,
+        stalls = loop_stalls(brokers, logged) if os.environ.get("MINIBROKER_LOOP_WATCHDOG_MS") else None
+        return {"loop_stalls": stalls, "scenario": name, "replication_factor": replicas, "acks": acks, "tree": "this" if source is None else "before", "rate": rate,
                 "seconds": seconds, **produced, "consumed": len(consumer.latencies),
                 "end_to_end_ms": summary_ms(consumer.latencies),
                 "timeline_ms": timeline_ms(consumer.sent_at, consumer.latencies),
@@ -216,7 +254,11 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--before", help="git ref to run the same scenarios against, interleaved (e.g. main)")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--watchdog-ms", type=float, default=0,
+                    help="run the brokers' loop-stall watchdog at this threshold and list the stalls")
     args = ap.parse_args()
+    if args.watchdog_ms > 0:
+        os.environ["MINIBROKER_LOOP_WATCHDOG_MS"] = str(args.watchdog_ms)  # the brokers inherit it
     results = []
     load_before = load_average()
     with trees(args.before) as sources:
@@ -225,7 +267,9 @@ def main() -> None:
                 progress(f"{name} on {label}: {args.rate} msg/s for {args.seconds:.0f} s")
                 results.append(run_scenario(name, source, args.rate, args.seconds))
                 r = results[-1]
-                progress(f"  acked {r['acked_per_s_while_sending']}/s, end to end {r['end_to_end_ms']}")
+                progress(f"  acked {r['acked_per_s_while_sending']}/s, end to end {r['end_to_end_ms']}"
+                         + (f", loop stalls {r['loop_stalls']['count']} ({r['loop_stalls']['total_ms']} ms,"
+                            f" {r['loop_stalls']['run_queue_ms']} ms of it waiting for a CPU)" if r["loop_stalls"] else ""))
     progress("loopback round trips")
     reference = loopback_round_trips(args.rate, min(args.seconds, 10))
     data = {"bench": "latency", "machine": machine(), "load_average_before": load_before,

@@ -26,6 +26,7 @@ from broker.group.offsets_topic import OffsetsTopic
 from broker.group_metrics import register_group_metrics, snapshots
 from broker.health import HEALTH_FILE_ENV, HealthFile
 from broker.log.open_files import SEGMENT_FILES, soft_nofile_limit
+from broker.loop_watchdog import from_environment as loop_watchdog
 from broker.metadata import MetadataCache
 from broker.metrics import Registry, serve_metrics
 from broker.network import ConnectionLimits, Listener
@@ -331,6 +332,11 @@ class Broker:
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        watchdog = loop_watchdog()  # a diagnostic, off unless MINIBROKER_LOOP_WATCHDOG_MS is set
+        if watchdog is not None:
+            watchdog.start()
         await self.start()
         await stop.wait()
         await self.stop()
+        if watchdog is not None:
+            watchdog.stop()

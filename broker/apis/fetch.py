@@ -199,7 +199,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                 # follower (controlled shutdown) would put a replica that is going away back
                 # into the ISR and pin the high watermark to its log end until it lags out.
                 if first_pass:
-                    rm.record_follower_fetch(part, replica_id, fp["fetch_offset"])
+                    rm.record_follower_fetch(part, replica_id, fp["fetch_offset"], checked=True)
                 throttled = leader_quota.is_throttled(name, idx)
                 limited = throttled and replica_id not in part.isr
                 if limited:
@@ -220,12 +220,19 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
             _offsets(out, part)
             if read_committed:
                 out["aborted_transactions"] = []
+            offset = fp["fetch_offset"]
+            if offset == (part.high_watermark if consumer else part.log_end_offset) \
+                    and part.log.log_start_offset <= offset:
+                # Caught up: nothing to read, and the read would find nothing (an empty slice).
+                # Most partitions of a follower's fetch are idle (all of __consumer_offsets in
+                # every round of replication), and each costed a log lookup on every pass.
+                continue
             size = max(0, min(fp["partition_max_bytes"], limit))
             if limited:
                 size = int(min(size, allowance - limited_bytes))
             try:
                 # A converting v0-2 read takes its first entry whole, to cut after conversion.
-                sl = rm.read(part, fp["fetch_offset"], size, consumer=consumer,
+                sl = rm.read(part, offset, size, consumer=consumer,
                              min_one_message=min_one or (convert_to < 2 and version < 3), allow_partial=version < 3)
                 # A large slice stored as is goes out as the file range itself on plain TCP
                 # (broker.network sends it with sendfile, or reads it if it must wait).
@@ -244,7 +251,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
             if convert_to < 2 and data:
                 if needs_conversion(data, convert_to):
                     try:
-                        converted = down_convert(data, convert_to, fp["fetch_offset"])
+                        converted = down_convert(data, convert_to, offset)
                     except RecordsError as e:  # ZStandard (UNSUPPORTED_COMPRESSION_TYPE), or a corrupt log
                         out["error_code"] = e.error_code
                         continue

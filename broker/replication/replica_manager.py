@@ -804,6 +804,11 @@ class ReplicaManager:
 
     def append_as_follower(self, part: Partition, data: bytes, leader_hw: int) -> int:
         """Append the whole entries of a fetched slice; returns the bytes appended."""
+        if not data:  # an idle partition of the fetch: only the leader's high watermark is news
+            new_hw = min(leader_hw, part.log_end_offset)
+            if new_hw > part.high_watermark:
+                part.high_watermark = new_hw
+            return 0
         try:
             end, last_offset = shallow_validate(data)
         except RecordsError as e:
@@ -988,16 +993,26 @@ class ReplicaManager:
             return "not_assigned"
         return "ok"
 
-    def record_follower_fetch(self, part: Partition, follower: int, fetch_offset: int) -> bool:
-        """Record an assigned follower's fetch offset (ISR, high watermark); False if refused, nothing changed."""
-        if self.check_follower_fetch(part, follower, fetch_offset) != "ok":
+    def record_follower_fetch(self, part: Partition, follower: int, fetch_offset: int, *, checked: bool = False) -> bool:
+        """Record an assigned follower's fetch offset (ISR, high watermark); False if refused, nothing changed.
+        `checked`: the caller has had "ok" from check_follower_fetch for this very fetch."""
+        if not checked and self.check_follower_fetch(part, follower, fetch_offset) != "ok":
             return False
         tracker = part.tracker
-        if tracker is None or not tracker.on_fetch(follower, fetch_offset, part.log_end_offset, self.clock()):
+        if tracker is None:
             return False
-        if tracker.expand(part.isr, follower, part.high_watermark):
+        progress = tracker.followers.get(follower)
+        was_at = progress.log_end_offset if progress is not None else None
+        if not tracker.on_fetch(follower, fetch_offset, part.log_end_offset, self.clock()):
+            return False
+        expanded = tracker.expand(part.isr, follower, part.high_watermark)
+        if expanded:
             self._spawn_isr_change(part, part.isr + [follower], expand=True)
-        self._advance_hw(part)
+        # The high watermark is the ISR's lowest log end: a follower still where it was (an
+        # idle partition, in every follower fetch) cannot move it; appends, ISR changes and
+        # roles move it themselves.
+        if expanded or fetch_offset != was_at:
+            self._advance_hw(part)
         return True
 
     def read(self, part: Partition, offset: int, max_bytes: int, *, consumer: bool,
