@@ -1,4 +1,5 @@
-"""struct codecs for the data path: Produce v0-9 requests, Fetch v0-12 requests and responses.
+"""struct codecs for the data path: Produce v0-9 requests, Fetch v0-12 requests and responses,
+and the replica fetcher's Fetch v3 request.
 
 Same dict shapes as protocol.schema (which the tests hold them to), but record sets stay
 zero-copy memoryview slices of the request, and a fetch response is returned as a list of
@@ -253,6 +254,27 @@ def _decode_flexible_fetch_request(buf: bytes | memoryview) -> dict[str, Any]:
     return {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
             "isolation_level": isolation_level, "session_id": session_id, "session_epoch": session_epoch,
             "topics": topics, "forgotten_topics_data": forgotten, "rack_id": rack_id}
+
+
+def encode_fetch_request_v3(request: dict[str, Any]) -> bytes:
+    """The replica fetcher's Fetch v3 request body (fetcher/replica_fetcher.py), as the schema
+    codec writes it: every follower sends one per round of replication, each partition of it
+    three fixed-width fields, so the generic codec's per-field calls were a tenth of a
+    follower's CPU."""
+    topics = request["topics"]
+    out = bytearray(_IIII.pack(request["replica_id"], request["max_wait_ms"], request["min_bytes"],
+                               request["max_bytes"]))
+    out += _I.pack(len(topics))
+    pack = _IQI.pack
+    for t in topics:
+        name = t["topic"].encode()
+        parts = t["partitions"]
+        out += _H.pack(len(name))
+        out += name
+        out += _I.pack(len(parts))
+        for p in parts:
+            out += pack(p["partition"], p["fetch_offset"], p["partition_max_bytes"])
+    return bytes(out)
 
 
 def encode_fetch_response(version: int, throttle_time_ms: int, responses: list[dict[str, Any]],
