@@ -191,18 +191,23 @@ def decode_fetch_request(buf: bytes | memoryview, version: int) -> dict[str, Any
     topics = []
     for _ in range(c.count(6)):
         name = c.string()
-        parts = []
-        for _ in range(c.count(part.size)):
-            if version >= 9:
-                partition, epoch, fetch_offset, _start, partition_max_bytes = c.unpack(part)
-            elif version >= 5:
-                partition, fetch_offset, _start, partition_max_bytes = c.unpack(part)
-                epoch = -1
-            else:
-                partition, fetch_offset, partition_max_bytes = c.unpack(part)
-                epoch = -1
-            parts.append({"partition": partition, "current_leader_epoch": epoch, "fetch_offset": fetch_offset,
-                          "partition_max_bytes": partition_max_bytes})
+        # A topic's partitions are fixed-width rows: unpacked together (a follower's fetch names
+        # every partition it follows, idle or not, in every round of replication).
+        n = c.count(part.size)
+        at = c.need(n * part.size)
+        rows = part.iter_unpack(c.buf[at:at + n * part.size])
+        if version >= 9:
+            parts = [{"partition": partition, "current_leader_epoch": epoch, "fetch_offset": fetch_offset,
+                      "partition_max_bytes": partition_max_bytes}
+                     for partition, epoch, fetch_offset, _start, partition_max_bytes in rows]
+        elif version >= 5:
+            parts = [{"partition": partition, "current_leader_epoch": -1, "fetch_offset": fetch_offset,
+                      "partition_max_bytes": partition_max_bytes}
+                     for partition, fetch_offset, _start, partition_max_bytes in rows]
+        else:
+            parts = [{"partition": partition, "current_leader_epoch": -1, "fetch_offset": fetch_offset,
+                      "partition_max_bytes": partition_max_bytes}
+                     for partition, fetch_offset, partition_max_bytes in rows]
         topics.append({"topic": name, "partitions": parts})
     forgotten: list[dict[str, Any]] = []
     if version >= 7:
