@@ -14,6 +14,11 @@ With `--before REF` every scenario also runs against brokers unpacked from git R
 example `main`), interleaved with this tree, so one run shows a change's effect.
 
     .venv/bin/python -m bench.latency [--seconds 20] [--rate 1000] [--before main] [--watchdog-ms 20]
+                                      [--profile bench/out/profile]
+
+With `--profile DIR` py-spy samples every broker (500 Hz) for the steady part and writes one
+collapsed-stack file per broker and tree (`DIR/<scenario>-<tree>-broker<N>.txt`), for
+flamegraph.pl or speedscope; broker 0 leads the partition.
 
 With `--watchdog-ms` the brokers run broker/loop_watchdog.py (trees that have it) and each
 result lists their `event_loop.stalled` events: how long each broker's event loop stalled, and
@@ -29,8 +34,11 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -176,7 +184,27 @@ def loop_stalls(brokers: list[Any], since: list[int]) -> dict[str, Any]:
             "worst": sorted(stalls, key=lambda s: -s["ms"])[:5]}
 
 
-def run_scenario(name: str, source: Path | None, rate: int, seconds: float) -> dict[str, Any]:
+@contextlib.contextmanager
+def profiled(pids: list[int], out: Path | None, prefix: str, seconds: float) -> Iterator[None]:
+    """py-spy record on each broker for `seconds` (the steady part), collapsed stacks into `out`."""
+    if out is None:
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")  # the venv's
+    spies = [subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "500", "--duration",
+                               str(max(1, int(seconds))), "--format", "raw", "--nonblocking",
+                               "--output", str(out / f"{prefix}-broker{i}.txt")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, pid in enumerate(pids)]
+    try:
+        yield
+    finally:
+        for spy in spies:
+            spy.wait(60)
+
+
+def run_scenario(name: str, source: Path | None, rate: int, seconds: float,
+                 profile: Path | None = None) -> dict[str, Any]:
     replicas, acks = SCENARIOS[name]
     with cluster(replicas, source=source) as brokers:
         leader = brokers[0]
@@ -189,7 +217,8 @@ def run_scenario(name: str, source: Path | None, rate: int, seconds: float) -> d
         cpu0 = sum(cpu_seconds(pid) for pid in pids)
         t0 = time.perf_counter()
         logged = log_sizes(brokers)
-        produced = steady_producer(bootstrap, "latency", acks, rate, seconds)
+        with profiled(pids, profile, f"{name}-{'this' if source is None else 'before'}", seconds * 0.8):
+            produced = steady_producer(bootstrap, "latency", acks, rate, seconds)
         deadline = time.time() + 60
         while len(consumer.latencies) < produced["acked"] and time.time() < deadline:
             time.sleep(0.1)
@@ -256,6 +285,7 @@ def main() -> None:
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--watchdog-ms", type=float, default=0,
                     help="run the brokers' loop-stall watchdog at this threshold and list the stalls")
+    ap.add_argument("--profile", type=Path, help="py-spy each broker during the steady part into this directory")
     args = ap.parse_args()
     if args.watchdog_ms > 0:
         os.environ["MINIBROKER_LOOP_WATCHDOG_MS"] = str(args.watchdog_ms)  # the brokers inherit it
@@ -265,7 +295,7 @@ def main() -> None:
         for name in args.scenarios.split(","):
             for label, source in sources:
                 progress(f"{name} on {label}: {args.rate} msg/s for {args.seconds:.0f} s")
-                results.append(run_scenario(name, source, args.rate, args.seconds))
+                results.append(run_scenario(name, source, args.rate, args.seconds, args.profile))
                 r = results[-1]
                 progress(f"  acked {r['acked_per_s_while_sending']}/s, end to end {r['end_to_end_ms']}"
                          + (f", loop stalls {r['loop_stalls']['count']} ({r['loop_stalls']['total_ms']} ms,"

@@ -24,7 +24,7 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
-from typing import NotRequired, Protocol, cast
+from typing import Any, NotRequired, Protocol, cast
 
 import structlog
 
@@ -33,10 +33,9 @@ from fetcher.security import PLAINTEXT, ClientSecurity
 from fetcher.truncation import truncation_for
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.fast import decode_fetch_response
+from protocol.fast import decode_fetch_response, encode_fetch_request_v3
 from protocol.messages import types as T
 from protocol.messages.types import FetchRequest, FetchRequestTopic, FetchResponse
-from protocol.schema import request_codec
 
 log = structlog.get_logger()
 
@@ -234,7 +233,7 @@ class ReplicaFetcher:
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the call in a task of its
         # own, a task and two loop turns more on every round of replication.
         async with asyncio.timeout(request["max_wait_ms"] / 1000 + 30):
-            raw = await conn.send_raw(FETCH, 3, request_codec(FETCH, 3).encode(request))
+            raw = await conn.send_raw(FETCH, 3, encode_fetch_request_v3(cast(dict[str, Any], request)))
         assert raw is not None
         # protocol.fast builds the dict FetchResponse describes (the tests hold it to the schema codec).
         return cast(FetchResponse, decode_fetch_response(raw, 3))

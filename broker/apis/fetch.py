@@ -165,7 +165,8 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                 out["error_code"] = refused[name]
                 continue
             part = rm.get(name, idx)
-            if rm.is_offline(name, idx):
+            # rm.is_offline's answer, without looking the partition up a second time.
+            if part.offline if part is not None else rm.is_offline(name, idx):
                 out["error_code"] = storage_error
                 continue
             if part is None:

@@ -14,7 +14,12 @@ from kafka.protocol.old.fetch import FetchRequest, FetchResponse
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
-from protocol.fast import decode_fetch_request, decode_fetch_response, encode_fetch_response
+from protocol.fast import (
+    decode_fetch_request,
+    decode_fetch_response,
+    encode_fetch_request_v3,
+    encode_fetch_response,
+)
 from protocol.schema import request_codec, response_codec
 
 VERSIONS = range(13)
@@ -81,6 +86,17 @@ def test_request_decoder_agrees_with_the_schema(version: int) -> None:
             with pytest.raises(ProtocolError):
                 decode_fetch_request(raw[:cut], version)
     check()
+
+
+@settings(max_examples=100, deadline=None)
+@given(fetch_bodies)
+def test_replica_fetchers_v3_request_encoder_writes_the_schemas_bytes(body: dict[str, Any]) -> None:
+    body = _in_version(body, 3, True)
+    raw = encode_fetch_request_v3(body)
+    assert raw == request_codec(ApiKey.FETCH, 3).encode(body)
+    assert decode_fetch_request(raw, 3)["topics"] == [
+        {"topic": t["topic"], "partitions": [{**p, "current_leader_epoch": -1} for p in t["partitions"]]}
+        for t in body["topics"]]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
