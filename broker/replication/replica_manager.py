@@ -804,16 +804,13 @@ class ReplicaManager:
 
     def append_as_follower(self, part: Partition, data: bytes, leader_hw: int) -> int:
         """Append the whole entries of a fetched slice; returns the bytes appended."""
-        if not data:  # an idle partition of the fetch: only the leader's high watermark is news
-            new_hw = min(leader_hw, part.log_end_offset)
-            if new_hw > part.high_watermark:
-                part.high_watermark = new_hw
-            return 0
-        try:
-            end, last_offset = shallow_validate(data)
-        except RecordsError as e:
-            log.error("follower.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
-            raise
+        end = 0
+        if data:  # an idle partition of the fetch has none: only the leader's high watermark is news
+            try:
+                end, last_offset = shallow_validate(data)
+            except RecordsError as e:
+                log.error("follower.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
+                raise
         if end:
             appended = data[:end] if end < len(data) else data
             try:
