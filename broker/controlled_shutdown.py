@@ -8,6 +8,7 @@ and is retried while partitions remain led here.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import structlog
 
@@ -27,8 +28,12 @@ async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controlle
     for attempt in range(attempts):
         cid = metadata.controller_id
         epoch = controller.epochs.broker_epoch
+        asked = time.monotonic()
+        log.info("broker.controlled_shutdown_request", attempt=attempt, controller=cid)
         if cid == broker_id and controller.active:
             remaining = await controller.controlled_shutdown(broker_id, epoch)
+            log.info("broker.controlled_shutdown_answer", attempt=attempt, s=round(time.monotonic() - asked, 3),
+                     remaining=None if remaining is None else len(remaining))
             if remaining == []:
                 log.info("broker.controlled_shutdown_done")
                 return
@@ -41,6 +46,9 @@ async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controlle
                                                   security=security) as c:
                     resp = await c.request(ApiKey.CONTROLLED_SHUTDOWN, 2,
                                            {"broker_id": broker_id, "broker_epoch": epoch}, 30)
+                log.info("broker.controlled_shutdown_answer", attempt=attempt, s=round(time.monotonic() - asked, 3),
+                         remaining=len(resp["remaining_partitions"] or ()),
+                         error=ErrorCode.name_of(resp["error_code"]))
                 if resp["error_code"] == 0 and not resp["remaining_partitions"]:
                     log.info("broker.controlled_shutdown_done")
                     return

@@ -274,12 +274,17 @@ class ReplicaManager:
         await self._load_done.wait()
 
     async def stop(self) -> None:
+        before = [time.monotonic()]
         await self._load_done.wait()  # a load still running would add logs after the closes
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        before.append(time.monotonic())
         self._try_checkpoint()
+        before.append(time.monotonic())
         await self.sync_epochs()
+        before.append(time.monotonic())
+        tasks_s, checkpoint_s, epochs_s = (round(b - a, 3) for a, b in zip(before, before[1:], strict=False))
         # Each log's close is a few fsyncs (segments, indexes, snapshot, directory): run on worker
         # threads, several at once, off the event loop. Nothing else touches a log by now (the
         # listeners, fetchers and the tasks above have stopped); the errors are handled here.
@@ -317,8 +322,8 @@ class ReplicaManager:
                 if error is not None:
                     self.fail_dir("close", error)
         steps = [round(b - a, 3) for a, b in zip(times, times[1:], strict=False)]
-        log.info("log.closed", partitions=len(parts), close_s=steps[0], sync_s=steps[1], mark_s=steps[2],
-                 sync_marks_s=steps[3])
+        log.info("log.closed", partitions=len(parts), tasks_s=tasks_s, checkpoint_s=checkpoint_s, epochs_s=epochs_s,
+                 close_s=steps[0], sync_s=steps[1], mark_s=steps[2], sync_marks_s=steps[3])
 
     # ---- log directory failure -------------------------------------------------------
 
