@@ -1,7 +1,7 @@
 """Many partitions on one broker (issue 21, deliverable 4): create, restart, shutdown, descriptors, RSS.
 
     python -m bench.partitions --partitions 1000,10000 [--nofile 20000] [--produce] [--profile DIR] [--keep-log DIR]
-                               [--sigterm-runs K] [--busy P] [--no-kill9]
+                               [--sigterm-runs K] [--busy P] [--no-kill9] [--settle S]
 
 For each N, on a fresh ZooKeeper and one broker (its soft RLIMIT_NOFILE set to --nofile, the
 machine's hard limit by default):
@@ -16,7 +16,9 @@ machine's hard limit by default):
 With `--sigterm-runs K` the SIGTERM and the restart after it are repeated K times on the same
 log (each SIGTERM's exit time and the phases the broker timed, from its `broker.stopped` and
 `log.closed` events, are listed in `sigterm_runs`); `--busy P` runs P busy-loop processes
-meanwhile (CPU contention, as on a shared machine); `--no-kill9` leaves out the kill -9 restart.
+meanwhile (CPU contention, as on a shared machine); `--no-kill9` leaves out the kill -9 restart;
+`--settle S` waits S seconds between creating (and producing) and the first SIGTERM, as on an
+established broker (new partitions' index files are made in the background meanwhile).
 
 With `--keep-log DIR` the broker's log (its timestamped start-up phases: `log.loaded`,
 `controller.failover_sent`, `leader_and_isr.applied`, `update_metadata.applied`) is kept there, and
@@ -201,7 +203,7 @@ class Profile:
 
 def run_one(n: int, nofile: int, do_produce: bool, timeout: float,
             profile: Path | None = None, keep_log: Path | None = None, sigterm_runs: int = 1,
-            busy_n: int = 0, kill9: bool = True) -> dict[str, object]:
+            busy_n: int = 0, kill9: bool = True, settle: float = 0) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="minibroker-bench-partitions-"))
     zk = ZooKeeperServer(work / "zk")
     zk.start()
@@ -218,6 +220,9 @@ def run_one(n: int, nofile: int, do_produce: bool, timeout: float,
             progress(f"{n}: one message to each partition")
             out["produce_each_s"] = round(asyncio.run(produce_each(b, "bench", n)), 2)
             out["produced"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
+        if settle:  # an established broker: new partitions' index files made in the background meanwhile
+            progress(f"{n}: settling {settle} s")
+            time.sleep(settle)
         busy = Busy(busy_n)
         try:
             runs = []
@@ -250,6 +255,7 @@ def run_one(n: int, nofile: int, do_produce: bool, timeout: float,
         out["sigterm_exit_code"] = runs[0]["exit_code"]
         out["sigterm_runs"] = runs
         out["busy_processes"] = busy_n
+        out["settle_s"] = settle
         if not kill9:
             return out
         progress(f"{n}: kill -9 and restart")
@@ -314,10 +320,12 @@ def main() -> None:
     ap.add_argument("--sigterm-runs", type=int, default=1, help="SIGTERM and restart this many times on the same log")
     ap.add_argument("--busy", type=int, default=0, help="busy-loop processes spinning during the SIGTERM runs")
     ap.add_argument("--no-kill9", action="store_true", help="leave out the kill -9 restart")
+    ap.add_argument("--settle", type=float, default=0, help="seconds to wait after creating before the first SIGTERM")
     args = ap.parse_args()
     nofile = args.nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     results = [run_one(int(n), nofile, args.produce, args.timeout, args.profile, args.keep_log,
-                       args.sigterm_runs, args.busy, not args.no_kill9) for n in args.partitions.split(",")]
+                       args.sigterm_runs, args.busy, not args.no_kill9, args.settle)
+               for n in args.partitions.split(",")]
     data = {"machine": machine(), "results": results}
     write_json("partitions", data)
     progress(f"plot: {plot(results)}")
