@@ -75,6 +75,24 @@ def _listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:
     return out
 
 
+async def stop_phase(phases: dict[str, float], name: str, step: Callable[[], Awaitable[object]],
+                     limit_s: float | None = None) -> None:
+    """One phase of Broker.stop: timed into `phases` and logged; given up after `limit_s`; a
+    failure is logged, not raised, so that the phases after it (the logs' close) still run."""
+    t0 = time.monotonic()
+    try:
+        if limit_s is None:
+            await step()
+        else:
+            await asyncio.wait_for(step(), limit_s)
+    except TimeoutError:
+        log.warning("broker.stop_step_timeout", step=name, limit_s=limit_s)
+    except Exception:
+        log.exception("broker.stop_step_failed", step=name)
+    phases[name] = round(time.monotonic() - t0, 3)
+    log.info("broker.stop_phase", phase=name, s=phases[name])
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -311,18 +329,7 @@ class Broker:
         phases: dict[str, float] = {}
 
         async def phase(name: str, step: Callable[[], Awaitable[object]], limit_s: float | None = None) -> None:
-            t0 = time.monotonic()
-            try:
-                if limit_s is None:
-                    await step()
-                else:
-                    await asyncio.wait_for(step(), limit_s)
-            except TimeoutError:
-                log.warning("broker.stop_step_timeout", step=name, limit_s=limit_s)
-            except Exception:
-                log.exception("broker.stop_step_failed", step=name)
-            phases[name] = round(time.monotonic() - t0, 3)
-            log.info("broker.stop_phase", phase=name, s=phases[name])
+            await stop_phase(phases, name, step, limit_s)
 
         if self._leftover_task is not None:
             self._leftover_task.cancel()
