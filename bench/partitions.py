@@ -1,6 +1,7 @@
 """Many partitions on one broker (issue 21, deliverable 4): create, restart, shutdown, descriptors, RSS.
 
     python -m bench.partitions --partitions 1000,10000 [--nofile 20000] [--produce] [--profile DIR] [--keep-log DIR]
+                               [--sigterm-runs K] [--busy P] [--no-kill9] [--settle S]
 
 For each N, on a fresh ZooKeeper and one broker (its soft RLIMIT_NOFILE set to --nofile, the
 machine's hard limit by default):
@@ -11,6 +12,13 @@ machine's hard limit by default):
 - restart: from the process start until Metadata shows all N led, and until `broker.started`; the
   broker's CPU time (user + system) by then;
 - kill -9 then restart: the same, plus the ZooKeeper session wait (the old registration must go).
+
+With `--sigterm-runs K` the SIGTERM and the restart after it are repeated K times on the same
+log (each SIGTERM's exit time and the phases the broker timed, from its `broker.stopped` and
+`log.closed` events, are listed in `sigterm_runs`); `--busy P` runs P busy-loop processes
+meanwhile (CPU contention, as on a shared machine); `--no-kill9` leaves out the kill -9 restart;
+`--settle S` waits S seconds between creating (and producing) and the first SIGTERM, as on an
+established broker (new partitions' index files are made in the background meanwhile).
 
 With `--keep-log DIR` the broker's log (its timestamped start-up phases: `log.loaded`,
 `controller.failover_sent`, `leader_and_isr.applied`, `update_metadata.applied`) is kept there, and
@@ -27,8 +35,11 @@ Prints JSON (bench/out/partitions.json) and draws bench/out/partitions.png. The 
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
+import multiprocessing
 import os
+import re
 import resource
 import shutil
 import signal
@@ -115,6 +126,60 @@ def started_after(b: BrokerProcess, t0: float, timeout: float) -> float:
     raise TimeoutError("broker.started not logged")
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
+class Busy:
+    """`n` processes spinning a core each (a loaded machine), stopped by `stop`."""
+
+    def __init__(self, n: int) -> None:
+        self.procs = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(n)]
+        for proc in self.procs:
+            proc.start()
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+            proc.join()
+
+
+_NUMBER = re.compile(r"(\w+)=([0-9]+(?:\.[0-9]+)?)\b")
+
+
+def shutdown_phases(text: str) -> dict[str, object]:
+    """The last shutdown's timings from the broker's log: `broker.stopped` (each phase of
+    Broker.stop) and `log.closed` (the steps of closing the logs)."""
+    out: dict[str, object] = {}
+    for line in reversed(text.splitlines()):
+        if "broker.stopped" in line and "phases" not in out:
+            m = re.search(r"phases=(\{.*?\})", line)
+            if m:
+                out["phases"] = ast.literal_eval(m.group(1))
+            t = re.search(r"total_s=([0-9.]+)", line)
+            if t:
+                out["total_s"] = float(t.group(1))
+        elif "log.closed" in line and "logs" not in out:
+            out["logs"] = {k: float(v) for k, v in _NUMBER.findall(line) if k.endswith("_s")}
+        elif "broker.stopping" in line:
+            break
+    return out
+
+
+def sigterm(b: BrokerProcess, timeout: float, spy: Profile) -> dict[str, object]:
+    """SIGTERM until the process exits; the exit code and the phases the broker logged."""
+    assert b.proc is not None
+    t0 = time.monotonic()
+    at = time.time()
+    b.proc.send_signal(signal.SIGTERM)
+    code = b.proc.wait(timeout)
+    exit_s = round(time.monotonic() - t0, 2)
+    spy.stop()
+    return {"exit_s": exit_s, "exit_code": code, "at_unix": round(at, 3), "load": loadavg(),
+            **shutdown_phases(b.log_path.read_text())}
+
+
 class Profile:
     """py-spy recording one phase of the broker process (a no-op without a directory)."""
 
@@ -137,7 +202,8 @@ class Profile:
 
 
 def run_one(n: int, nofile: int, do_produce: bool, timeout: float,
-            profile: Path | None = None, keep_log: Path | None = None) -> dict[str, object]:
+            profile: Path | None = None, keep_log: Path | None = None, sigterm_runs: int = 1,
+            busy_n: int = 0, kill9: bool = True, settle: float = 0) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="minibroker-bench-partitions-"))
     zk = ZooKeeperServer(work / "zk")
     zk.start()
@@ -154,25 +220,44 @@ def run_one(n: int, nofile: int, do_produce: bool, timeout: float,
             progress(f"{n}: one message to each partition")
             out["produce_each_s"] = round(asyncio.run(produce_each(b, "bench", n)), 2)
             out["produced"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
-        progress(f"{n}: SIGTERM")
-        spy = Profile(profile, f"{n}-sigterm", b.proc.pid)
-        t0 = time.monotonic()
-        b.proc.send_signal(signal.SIGTERM)
-        code = b.proc.wait(timeout)
-        out["sigterm_exit_s"] = round(time.monotonic() - t0, 2)
-        spy.stop()
-        out["sigterm_exit_code"] = code
-        progress(f"{n}: restart after SIGTERM")
-        out["restart_at_unix"] = round(time.time(), 3)  # to line up with the broker log's timestamps
-        t0 = time.monotonic()
-        b.start(wait=False)
-        spy = Profile(profile, f"{n}-restart", b.proc.pid)
-        out["restart_started_s"] = round(started_after(b, t0, timeout), 2)
-        asyncio.run(wait_led(b, "bench", n, timeout))
-        out["restart_all_led_s"] = round(time.monotonic() - t0, 2)
-        out["restart_cpu_s"] = cpu_s(b.proc.pid)  # broker CPU from its start to all led (and the last poll)
-        spy.stop()
-        out["restarted"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
+        if settle:  # an established broker: new partitions' index files made in the background meanwhile
+            progress(f"{n}: settling {settle} s")
+            time.sleep(settle)
+        busy = Busy(busy_n)
+        try:
+            runs = []
+            for i in range(max(1, sigterm_runs)):
+                if do_produce and i:  # each shutdown closes logs with something new to write
+                    asyncio.run(produce_each(b, "bench", n))
+                progress(f"{n}: SIGTERM ({i + 1}/{max(1, sigterm_runs)}, busy {busy_n})")
+                spy = Profile(profile, f"{n}-sigterm" + (f"-{i}" if i else ""), b.proc.pid)
+                runs.append(sigterm(b, timeout, spy))
+                progress(f"{n}: SIGTERM exit {runs[-1]['exit_s']} s, phases {runs[-1].get('phases')}")
+                progress(f"{n}: restart after SIGTERM")
+                restart_at = round(time.time(), 3)  # to line up with the broker log's timestamps
+                t0 = time.monotonic()
+                b.start(wait=False)
+                spy = Profile(profile, f"{n}-restart" + (f"-{i}" if i else ""), b.proc.pid)
+                started_s = round(started_after(b, t0, timeout), 2)
+                asyncio.run(wait_led(b, "bench", n, timeout))
+                led_s = round(time.monotonic() - t0, 2)
+                spy.stop()
+                if i == 0:
+                    out["restart_at_unix"] = restart_at
+                    out["restart_started_s"] = started_s
+                    out["restart_all_led_s"] = led_s
+                    out["restart_cpu_s"] = cpu_s(b.proc.pid)  # broker CPU from its start to all led
+                    out["restarted"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
+                runs[-1]["restart_all_led_s"] = led_s
+        finally:
+            busy.stop()
+        out["sigterm_exit_s"] = runs[0]["exit_s"]
+        out["sigterm_exit_code"] = runs[0]["exit_code"]
+        out["sigterm_runs"] = runs
+        out["busy_processes"] = busy_n
+        out["settle_s"] = settle
+        if not kill9:
+            return out
         progress(f"{n}: kill -9 and restart")
         b.kill()
         out["kill9_restart_at_unix"] = round(time.time(), 3)
@@ -228,14 +313,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", default="1000", help="comma-separated partition counts")
     ap.add_argument("--nofile", type=int, default=0, help="the broker's soft RLIMIT_NOFILE (default: the hard limit)")
-    ap.add_argument("--produce", action="store_true", help="one 100-byte message to each partition before SIGTERM")
+    ap.add_argument("--produce", action="store_true", help="one 100-byte message to each partition before each SIGTERM")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--profile", type=Path, help="record py-spy profiles of the shutdown and restarts here")
     ap.add_argument("--keep-log", type=Path, help="copy the broker's log (the phases' timestamped events) here")
+    ap.add_argument("--sigterm-runs", type=int, default=1, help="SIGTERM and restart this many times on the same log")
+    ap.add_argument("--busy", type=int, default=0, help="busy-loop processes spinning during the SIGTERM runs")
+    ap.add_argument("--no-kill9", action="store_true", help="leave out the kill -9 restart")
+    ap.add_argument("--settle", type=float, default=0, help="seconds to wait after creating before the first SIGTERM")
     args = ap.parse_args()
     nofile = args.nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    results = [run_one(int(n), nofile, args.produce, args.timeout, args.profile,
-                       args.keep_log) for n in args.partitions.split(",")]
+    results = [run_one(int(n), nofile, args.produce, args.timeout, args.profile, args.keep_log,
+                       args.sigterm_runs, args.busy, not args.no_kill9, args.settle)
+               for n in args.partitions.split(",")]
     data = {"machine": machine(), "results": results}
     write_json("partitions", data)
     progress(f"plot: {plot(results)}")

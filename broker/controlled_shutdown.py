@@ -3,11 +3,18 @@
 The active controller may be this broker itself; otherwise the request goes over the wire
 (ControlledShutdown v2, naming this broker with its epoch: the czxid of its registration)
 and is retried while partitions remain led here.
+
+Departure: when this broker is the controller and the only live broker it and its controller
+know of, there is nowhere to move leadership, so nothing is asked: Kafka's controller would
+queue the request behind its event queue (seconds after a failover or a topic creation of
+10,000 partitions) and answer, for a replicated topic, with partitions that can only remain, for
+the broker to retry (controlled.shutdown.max.retries 3, 5 s apart) in vain.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import structlog
 
@@ -24,11 +31,18 @@ log = structlog.get_logger()
 async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controller: Controller,
                               attempts: int = 3, security: ClientSecurity | None = None) -> None:
     """Ask the controller to move leadership away before this broker exits."""
+    if alone(broker_id, metadata, controller):
+        log.info("broker.controlled_shutdown_done", alone=True)
+        return
     for attempt in range(attempts):
         cid = metadata.controller_id
         epoch = controller.epochs.broker_epoch
+        asked = time.monotonic()
+        log.info("broker.controlled_shutdown_request", attempt=attempt, controller=cid)
         if cid == broker_id and controller.active:
             remaining = await controller.controlled_shutdown(broker_id, epoch)
+            log.info("broker.controlled_shutdown_answer", attempt=attempt, s=round(time.monotonic() - asked, 3),
+                     remaining=None if remaining is None else len(remaining))
             if remaining == []:
                 log.info("broker.controlled_shutdown_done")
                 return
@@ -41,6 +55,9 @@ async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controlle
                                                   security=security) as c:
                     resp = await c.request(ApiKey.CONTROLLED_SHUTDOWN, 2,
                                            {"broker_id": broker_id, "broker_epoch": epoch}, 30)
+                log.info("broker.controlled_shutdown_answer", attempt=attempt, s=round(time.monotonic() - asked, 3),
+                         remaining=len(resp["remaining_partitions"] or ()),
+                         error=ErrorCode.name_of(resp["error_code"]))
                 if resp["error_code"] == 0 and not resp["remaining_partitions"]:
                     log.info("broker.controlled_shutdown_done")
                     return
@@ -51,3 +68,10 @@ async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controlle
                 log.info("broker.controlled_shutdown_retry", attempt=attempt, error=type(e).__name__)
         await asyncio.sleep(1)
     log.warning("broker.controlled_shutdown_incomplete")
+
+
+def alone(broker_id: int, metadata: MetadataCache, controller: Controller) -> bool:
+    """This broker is the active controller and no other broker is live, as the controller knows
+    it (its registrations) and as this broker does (UpdateMetadata): no partition can move."""
+    return (controller.active and set(controller.ctx.live) == {broker_id}
+            and set(metadata.brokers) <= {broker_id})

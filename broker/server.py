@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -72,6 +73,24 @@ def _listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:
             except SslSettingsError as e:
                 raise ConfigError(e.key, e.value, e.why) from None
     return out
+
+
+async def stop_phase(phases: dict[str, float], name: str, step: Callable[[], Awaitable[object]],
+                     limit_s: float | None = None) -> None:
+    """One phase of Broker.stop: timed into `phases` and logged; given up after `limit_s`; a
+    failure is logged, not raised, so that the phases after it (the logs' close) still run."""
+    t0 = time.monotonic()
+    try:
+        if limit_s is None:
+            await step()
+        else:
+            await asyncio.wait_for(step(), limit_s)
+    except TimeoutError:
+        log.warning("broker.stop_step_timeout", step=name, limit_s=limit_s)
+    except Exception:
+        log.exception("broker.stop_step_failed", step=name)
+    phases[name] = round(time.monotonic() - t0, 3)
+    log.info("broker.stop_phase", phase=name, s=phases[name])
 
 
 class Broker:
@@ -299,33 +318,36 @@ class Broker:
                                   security=self.inter_broker_security)
 
     async def stop(self, controlled: bool = True) -> None:
+        """Kafka 2.8's KafkaServer.shutdown order: controlled shutdown (leadership moved away while
+        this broker still serves), then fetchers, controller, listeners, the coordinators, the logs
+        (LogManager.shutdown: closed, synced, the clean-shutdown marker) and the ZooKeeper session.
+        Every phase is timed (`broker.stop_phase`) and every wait on a peer is bounded, so SIGTERM
+        ends in an exit whatever a peer is doing; a phase that fails is logged and the next runs
+        (the logs must close whatever went wrong before them)."""
         log.info("broker.stopping")
+        started = time.monotonic()
+        phases: dict[str, float] = {}
+
+        async def phase(name: str, step: Callable[[], Awaitable[object]], limit_s: float | None = None) -> None:
+            await stop_phase(phases, name, step, limit_s)
+
         if self._leftover_task is not None:
             self._leftover_task.cancel()
         if controlled and self.config.controlled_shutdown_enable:
-            try:
-                await asyncio.wait_for(self.controlled_shutdown(), 60)
-            except TimeoutError:
-                log.warning("broker.controlled_shutdown_timeout")
-        # Each step is bounded: SIGTERM must end in an exit, whatever a peer is doing.
-        for name, step in (("fetchers", self.fetchers.stop), ("controller", self.controller.stop),
-                           *((f"listener {lst.name}", lst.stop) for lst in self.listeners)):
-            try:
-                await asyncio.wait_for(step(), 10)
-            except TimeoutError:
-                log.warning("broker.stop_step_timeout", step=name)
+            await phase("controlled_shutdown", self.controlled_shutdown, 60)
+        await phase("fetchers", self.fetchers.stop, 10)
+        await phase("controller", self.controller.stop, 10)
+        for lst in self.listeners:
+            await phase(f"listener_{lst.name}", lst.stop, 10)
         if self._metrics_server is not None:
             self._metrics_server.close()
         self.authorizer.stop()
-        await self.group_coordinator.stop()
-        await self.log_cleaner.stop()
-        await self.group_store.stop()
-        await self.replicas.stop()
-        try:
-            await asyncio.wait_for(self.zk.close(), 10)
-        except TimeoutError:
-            log.warning("broker.stop_step_timeout", step="zookeeper")
-        log.info("broker.stopped")
+        await phase("group_coordinator", self.group_coordinator.stop)
+        await phase("log_cleaner", self.log_cleaner.stop)
+        await phase("group_store", self.group_store.stop)
+        await phase("logs", self.replicas.stop)
+        await phase("zookeeper", self.zk.close, 10)
+        log.info("broker.stopped", total_s=round(time.monotonic() - started, 3), phases=phases)
 
     async def run_until_signal(self) -> None:
         loop = asyncio.get_running_loop()

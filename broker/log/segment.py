@@ -327,6 +327,23 @@ class Segment:
             self._time_cut = False
         self._files_made = True
 
+    @property
+    def files_made(self) -> bool:
+        """Its index files exist (a new segment's are made by its first write_indexes, or by make_files)."""
+        return self._files_made
+
+    def make_files(self) -> None:
+        """Creates its index files, empty, where missing, so that its first write_indexes (at a
+        shutdown, for 10,000 new partitions) has entries to write and no file to create. Touches
+        nothing in memory: a worker thread may call it while the loop appends; the loop then calls
+        `files_were_made`. A file made for a segment deleted meanwhile is an orphan the next open
+        removes."""
+        for path in (self.index_path, self.time_index_path):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+
+    def files_were_made(self) -> None:
+        self._files_made = True
+
     def _sync_deferred(self, sync: bool) -> None:
         """fsync (if `sync`) the files of the indexes still deferred, as a loaded, unchanged index's
         write would; nothing is read or written."""

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from broker.config import ConfigError, load_config
 from broker.logs import configure
 from broker.tools.tool_support import add_command_config
+
+
+def exit_now(code: int) -> NoReturn:
+    """The process ends here, with `code`, once its output is flushed (no interpreter teardown)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -42,6 +52,11 @@ def _serve(args: argparse.Namespace) -> int:
             log.error("broker.startup_refused", reason=str(e))
             await broker.zk.close()
             return 1
+        # Broker.stop has made every log durable, written the clean-shutdown marker and closed the
+        # ZooKeeper session: nothing is left to do but exit. The interpreter's teardown (cancelling
+        # the tasks left, joining worker threads, freeing every partition's objects) took 0.5-0.75 s
+        # more at 10,000 partitions, and would wait on any thread still in a system call.
+        exit_now(0)
         return 0
 
     try:
