@@ -93,6 +93,12 @@ class Counter(_Family):
         return CounterMetricFamily(self.name, self.help)
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
+        child = self._children.get(tuple(labels.items()))
+        (child or self.child(**labels)).inc(amount)
+
+    def child(self, **labels: str) -> prometheus_client.Counter:
+        """The counter of one label set, for a call site that counts under the same labels on
+        every request (its `inc` then builds no label tuple)."""
         key = tuple(labels.items())
         child = self._children.get(key)
         if child is None:
@@ -102,7 +108,7 @@ class Counter(_Family):
                     self.name.removesuffix("_total"), self.help, sorted(labels), registry=None)
             child = self._children[key] = (self._metric.labels(**_bounded_labels(labels)) if labels
                                            else self._metric)
-        child.inc(amount)
+        return child
 
     def collect(self) -> Iterable[Metric]:
         if self._metric is None:
@@ -194,6 +200,11 @@ class Histogram(_Family):
         return HistogramMetricFamily(self.name, self.help)
 
     def observe(self, value: float, **labels: str) -> None:
+        child = self._children.get(tuple(labels.items()))
+        (child or self.child(**labels)).observe(value)
+
+    def child(self, **labels: str) -> prometheus_client.Histogram:
+        """The histogram of one label set (as Counter.child)."""
         key = tuple(labels.items())
         child = self._children.get(key)
         if child is None:
@@ -202,7 +213,7 @@ class Histogram(_Family):
                     self.name, self.help, sorted(labels), buckets=self.buckets, registry=None)
             child = self._children[key] = (self._metric.labels(**_bounded_labels(labels)) if labels
                                            else self._metric)
-        child.observe(value)
+        return child
 
     def collect(self) -> Iterable[Metric]:
         if self._metric is None:
