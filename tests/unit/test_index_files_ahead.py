@@ -149,3 +149,25 @@ def test_an_orphan_made_for_a_segment_retention_removed_goes_at_the_next_open(tm
     assert not any(p.exists() for p in orphans)
     assert again.segments[0].base_offset > first.base_offset
     again.close()
+
+
+def test_an_empty_pair_at_a_new_segments_base_is_not_taken_for_its_index(tmp_path: Path) -> None:
+    """An empty index pair appearing at the base of a segment created since (a follower's log
+    started again at the same offset) is written over by that segment's first write, whatever
+    order the two came in: it never stands for the new segment's entries at a clean reopen."""
+    pool = OpenFiles(capacity=8)
+    log = Log.open(tmp_path, segment_bytes=2000, index_interval_bytes=100, open_files=pool)
+    fill(log, 5)
+    log.truncate_fully_and_start_at(0)  # a new segment at the old one's base, files not made
+    new = log.segments[-1]
+    assert not new.files_made
+    for path in (new.index_path, new.time_index_path):  # what a late make_files of the old one would leave
+        path.write_bytes(b"")
+    fill(log, 40)  # rolls: the new segment's indexes are written whole
+    assert len(log.segments) > 1
+    entries = [s.index_entries for s in log.segments]
+    assert entries[0] and new.index_path.stat().st_size == 8 * len(entries[0])
+    log.close()
+    again = Log.open(tmp_path, segment_bytes=2000, index_interval_bytes=100, open_files=pool)
+    assert [s.index_entries for s in again.segments] == entries
+    again.close()
