@@ -94,6 +94,10 @@ RECOVER_CHUNK = 1 << 20
 _LITTLE = sys.byteorder == "little"
 # Serialises the first-use loads of deferred indexes (module docstring); held only while loading.
 _LAZY_LOAD = threading.Lock()
+# Held by make_files (a worker thread) for one segment's two creations and by close: a segment
+# closed (deleted, truncated away, its partition removed) gets no file made after, so no orphan
+# index appears in a directory rmtree is emptying (its rmdir would fail and leave it behind).
+_MAKING_FILES = threading.Lock()
 log = structlog.get_logger()
 
 
@@ -336,10 +340,13 @@ class Segment:
         """Creates its index files, empty, where missing, so that its first write_indexes (at a
         shutdown, for 10,000 new partitions) has entries to write and no file to create. Touches
         nothing in memory: a worker thread may call it while the loop appends; the loop then calls
-        `files_were_made`. A file made for a segment deleted meanwhile is an orphan the next open
-        removes."""
-        for path in (self.index_path, self.time_index_path):
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        `files_were_made`. A segment closed meanwhile (deleted, or its log) gets none; one whose
+        files retention renamed `.deleted` meanwhile gets an orphan pair the next open removes."""
+        with _MAKING_FILES:
+            if self._closed:
+                return
+            for path in (self.index_path, self.time_index_path):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
 
     def files_were_made(self) -> None:
         self._files_made = True
@@ -700,7 +707,8 @@ class Segment:
 
     def close(self) -> None:
         """Give the descriptor back (a slice still holding it keeps it until it is done)."""
-        self._closed = True
+        with _MAKING_FILES:  # a make_files under way ends first; none starts after
+            self._closed = True
         self._file = None
         self._pool.busy(self)
 
