@@ -263,6 +263,11 @@ class Log:
     def segments(self) -> list[Segment]:
         return list(self._segments)
 
+    @property
+    def active_segment(self) -> Segment | None:
+        """The last segment, the one appends go to (no copy of the list); None before the log opens."""
+        return self._segments[-1] if self._segments else None
+
     # ---- append ----------------------------------------------------------------------
 
     def append(self, data: bytes | memoryview, last_offset: int) -> int:
