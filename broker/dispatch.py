@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -73,10 +72,6 @@ class Dispatcher:
         m = broker.metrics
         self.requests_total = m.counter("requests_total", "Requests handled, by API")
         self.latency = m.histogram("request_latency_seconds", "Time from receipt to response, by API")
-        # Per API key, its name and its two metric children: counted on every request without
-        # building label tuples. Filled on an API's first request, so an API never asked for
-        # has no series, as before.
-        self._meters: dict[int, tuple[Callable[[], None], Callable[[float], None]]] = {}
 
     async def handle(self, conn: Connection, frame_bytes: bytes) -> bool:
         """Answer one request; False closes the connection."""
@@ -123,20 +118,11 @@ class Dispatcher:
             log.warning("request.malformed", peer=conn.peer, api=self.names[key], api_version=version, error=str(e))
             return False
         handling = mod.handle(ctx, request)
-        if key in ABANDONABLE:
-            # Connection.run_abandonable's steps, without a coroutine of its own in the chain
-            # every wake-up of a long poll passes through.
-            req = conn.abandonable_begin()
-            try:
-                response = await handling
-            finally:
-                conn.abandonable_end(req)
-        else:
-            response = await handling
-        meters = self._meters.get(key) or self._meters_of(key)
-        meters[0]()
+        response = await (conn.run_abandonable(handling) if key in ABANDONABLE else handling)
+        name = self.names[key]
+        self.requests_total.inc(api=name)
         if response is None:  # acks=0 produce: Kafka sends nothing back
-            meters[1](time.monotonic() - received)
+            self.latency.observe(time.monotonic() - received, api=name)
             return True
         pieces = response if isinstance(response, list) else [response_codec(key, version).encode(response)]
         framed = frame(encode_response_header(header.correlation_id, key, version), *pieces)
@@ -144,11 +130,5 @@ class Dispatcher:
             conn.hold(framed, ctx.hold_ms / 1000)
         else:
             conn.write(framed)
-        meters[1](time.monotonic() - received)
+        self.latency.observe(time.monotonic() - received, api=name)
         return session is None or session.state is not SaslState.FAILED  # a SASL failure closes, once answered
-
-    def _meters_of(self, key: int) -> tuple[Callable[[], None], Callable[[float], None]]:
-        name = self.names[key]
-        meters = self._meters[key] = (self.requests_total.child(api=name).inc,
-                                      self.latency.child(api=name).observe)
-        return meters

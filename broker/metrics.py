@@ -93,12 +93,6 @@ class Counter(_Family):
         return CounterMetricFamily(self.name, self.help)
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
-        child = self._children.get(tuple(labels.items()))
-        (child or self.child(**labels)).inc(amount)
-
-    def child(self, **labels: str) -> prometheus_client.Counter:
-        """The counter of one label set, for a call site that counts under the same labels on
-        every request (its `inc` then builds no label tuple)."""
         key = tuple(labels.items())
         child = self._children.get(key)
         if child is None:
@@ -108,7 +102,7 @@ class Counter(_Family):
                     self.name.removesuffix("_total"), self.help, sorted(labels), registry=None)
             child = self._children[key] = (self._metric.labels(**_bounded_labels(labels)) if labels
                                            else self._metric)
-        return child
+        child.inc(amount)
 
     def collect(self) -> Iterable[Metric]:
         if self._metric is None:
@@ -200,11 +194,6 @@ class Histogram(_Family):
         return HistogramMetricFamily(self.name, self.help)
 
     def observe(self, value: float, **labels: str) -> None:
-        child = self._children.get(tuple(labels.items()))
-        (child or self.child(**labels)).observe(value)
-
-    def child(self, **labels: str) -> prometheus_client.Histogram:
-        """The histogram of one label set (as Counter.child)."""
         key = tuple(labels.items())
         child = self._children.get(key)
         if child is None:
@@ -213,7 +202,7 @@ class Histogram(_Family):
                     self.name, self.help, sorted(labels), buckets=self.buckets, registry=None)
             child = self._children[key] = (self._metric.labels(**_bounded_labels(labels)) if labels
                                            else self._metric)
-        return child
+        child.observe(value)
 
     def collect(self) -> Iterable[Metric]:
         if self._metric is None:

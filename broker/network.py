@@ -80,55 +80,22 @@ Piece = Bytes | FileSlice
 class _Request:
     """One request read from a connection and not yet answered."""
 
-    __slots__ = ("task", "processed", "reply", "hold_until", "abandonable", "release", "started")
+    __slots__ = ("task", "processed", "reply", "hold_until", "abandonable", "release", "watch")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, release: Callable[[], None]) -> None:
+    def __init__(self, release: Callable[[], None]) -> None:
         self.task: asyncio.Task[bool] | None = None
         # Done once the request finished or only waits: the next one may start.
-        self.processed: asyncio.Future[None] = loop.create_future()
+        self.processed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.reply: list[Bytes] | None = None
         self.hold_until = 0.0  # a KIP-13 hold: the response is sent no earlier (loop time)
         self.abandonable = False  # in a wait that may be cut short when the client goes
         self.release = release  # its bytes out of queued.max.request.bytes (idempotent)
-        self.started = loop.time()  # when it was read (the hang-up watch's age)
+        self.watch: asyncio.TimerHandle | None = None
 
     def mark_processed(self) -> None:
         self.release()
         if not self.processed.done():
             self.processed.set_result(None)
-
-
-class _Notice:
-    """asyncio.Event's set, clear and wait, on a loop known in advance: Event.wait asks for the
-    running loop (a getpid system call in CPython 3.11) on every wait, and a connection's
-    sending task waits once for every request that waited."""
-
-    __slots__ = ("_loop", "_value", "_waiters")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._value = False
-        self._waiters: list[asyncio.Future[None]] = []
-
-    def set(self) -> None:
-        if not self._value:
-            self._value = True
-            for fut in self._waiters:
-                if not fut.done():
-                    fut.set_result(None)
-
-    def clear(self) -> None:
-        self._value = False
-
-    async def wait(self) -> None:
-        if self._value:
-            return
-        fut = self._loop.create_future()
-        self._waiters.append(fut)
-        try:
-            await fut
-        finally:
-            self._waiters.remove(fut)
 
 
 class RequestReader(asyncio.BufferedProtocol):
@@ -163,7 +130,6 @@ class RequestReader(asyncio.BufferedProtocol):
         self._body: bytearray | None = None  # a frame being received directly
         self._body_pos = 0
         self._waiter: asyncio.Future[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._eof = False
         self._error: BaseException | None = None
         self.lost = False
@@ -264,9 +230,7 @@ class RequestReader(asyncio.BufferedProtocol):
             raise self._error
         if self._eof:
             raise asyncio.IncompleteReadError(bytes(have()), wanted)
-        if self._loop is None:  # kept: get_running_loop costs a system call per call (CPython 3.11)
-            self._loop = asyncio.get_running_loop()
-        self._waiter = self._loop.create_future()
+        self._waiter = asyncio.get_running_loop().create_future()
         try:
             await self._waiter
         finally:
@@ -280,23 +244,6 @@ class RequestReader(asyncio.BufferedProtocol):
         # transport costs system calls, and small pipelined frames would pay them each.
         if "full" in self._pauses and self._end - self._start <= len(self._ahead) // 2:
             self.resume("full")
-
-    def size_ready(self) -> int | None:
-        """The next frame's size prefix if it has been read ahead (taken), else None: read_size
-        without a coroutine, for the common case of a request read whole in one receive."""
-        if self._end - self._start < _SIZE.size:
-            return None
-        size: int = _SIZE.unpack_from(self._ahead, self._start)[0]
-        self._take(_SIZE.size)
-        return size
-
-    def frame_ready(self, size: int) -> bytearray | None:
-        """read_frame's answer if the frame has been read ahead whole, else None (nothing taken)."""
-        if self._end - self._start < size:
-            return None
-        frame = self._ahead[self._start:self._start + size]
-        self._take(size)
-        return frame
 
     async def read_size(self) -> int:
         """The next frame's size prefix."""
@@ -375,27 +322,17 @@ class Connection:
         self.peer_gone = False
         self.hangups: HangupWatch | None = None
         self.ip = peer[0] if isinstance(peer, tuple) else str(peer)
-        # The loop, kept: asyncio.get_running_loop() (and what calls it: create_task,
-        # current_task without a loop) costs a getpid system call on every call in CPython 3.11,
-        # several per request.
-        self._loop = loop = asyncio.get_running_loop()
-        self.last_active = loop.time()
+        self.last_active = asyncio.get_running_loop().time()
         # Requests read and not yet answered, oldest first; the same keyed by their tasks.
         self._order: deque[_Request] = deque()
         self._by_task: dict[asyncio.Task[Any], _Request] = {}
         self._reading_done = False
-        self._changed = _Notice(loop)  # a request was added or answered, or reading ended
+        self._changed = asyncio.Event()  # a request was added or answered, or reading ended
         self._gone = asyncio.Event()
         self._holds = 0  # responses with a KIP-13 hold not yet sent
         self._held_dropped = False  # one was dropped, its client gone: read nothing more
         self._sender: asyncio.Task[None] | None = None
         self._sender_idle = True  # nothing for the sending task to do: a reply may go out inline
-        # What the sending task waits on while the oldest request runs (set when its task is done).
-        self._head_done: asyncio.Future[None] | None = None
-        # One timer per connection, not per request: it arms the hang-up watch once the oldest
-        # request has run WATCH_AFTER_S (a timer per request cost a timer start and cancel each).
-        self._watch_timer: asyncio.TimerHandle | None = None
-        self._hangup_watched = False  # watch_hangup added the socket (answering the last request removes it)
         # The socket sendfile writes file ranges to: plain TCP only (TLS encrypts in user space).
         sock = writer.get_extra_info("socket")
         plain = writer.get_extra_info("sslcontext") is None and writer.get_extra_info("ssl_object") is None
@@ -421,7 +358,7 @@ class Connection:
         return bool(self._order) or bool(self._backlog)
 
     def _current(self) -> _Request | None:
-        task = asyncio.current_task(self._loop)
+        task = asyncio.current_task()
         return self._by_task.get(task) if task is not None else None
 
     def request_processed(self) -> None:
@@ -436,7 +373,8 @@ class Connection:
 
     def mute_for(self, seconds: float) -> None:
         """Read nothing more from this connection for `seconds`."""
-        self.mute_until = max(self.mute_until, self._loop.time() + seconds)
+        loop = asyncio.get_running_loop()
+        self.mute_until = max(self.mute_until, loop.time() + seconds)
 
     def hold(self, pieces: list[Piece], seconds: float) -> None:
         """Send this response only after `seconds`, reading nothing meanwhile."""
@@ -445,7 +383,7 @@ class Connection:
             self._send(pieces)
             return
         req.reply = _in_memory(pieces)
-        req.hold_until = self._loop.time() + seconds
+        req.hold_until = asyncio.get_running_loop().time() + seconds
         self._holds += 1
         self.mute_for(seconds)
 
@@ -458,18 +396,12 @@ class Connection:
 
         A response that waits for earlier ones has its file ranges read now, as they are at
         this moment: a follower's truncation or a compaction may change the file before it goes
-        out. Only a response sent at once goes by sendfile.
-
-        The response is the request's last act (the dispatcher returns right after): it counts
-        as processed now, so the reading task wakes one loop turn sooner than by the task's
-        done callback, and finds the task done."""
+        out. Only a response sent at once goes by sendfile."""
         req = self._current()
         if req is None or (self._order and self._order[0] is req):
             self._send(pieces)
         else:
             req.reply = _in_memory(pieces)
-        if req is not None:
-            req.mark_processed()
 
     def _send(self, pieces: Sequence[Piece]) -> None:
         """Send a response; dropped if the client has gone meanwhile.
@@ -614,12 +546,6 @@ class Connection:
             while not transport.is_closing() and self._unsent() > WRITE_HIGH_WATER:
                 await self.writer.drain()
 
-    @property
-    def may_read(self) -> bool:
-        """Nothing to wait out before reading the next request: wait_until_unmuted would answer
-        True at once (the reading task skips the coroutine)."""
-        return not (self.mute_until or self._held_dropped or (self.peer_gone and self._holds))
-
     async def wait_until_unmuted(self) -> bool:
         """Before reading the next request: wait out a mute. False when the peer hung up while a
         response was held (the frames it sent after are dropped with it)."""
@@ -686,28 +612,11 @@ class Connection:
         fd = self._fd()
         if self.hangups is not None and fd >= 0 and not self.peer_gone:
             self.hangups.add(fd, self)
-            self._hangup_watched = True
 
     def unwatch_hangup(self) -> None:
-        self._hangup_watched = False
         fd = self._fd()
         if self.hangups is not None and fd >= 0:
             self.hangups.discard(fd, self)
-
-    def abandonable_begin(self) -> _Request | None:
-        """run_abandonable's first half, for a caller that awaits itself (the dispatcher):
-        the current request is marked abandonable, and cancelled if its peer has gone already."""
-        req = self._current()
-        if req is not None:
-            req.abandonable = True
-            if self.peer_gone and req.task is not None:
-                req.task.cancel()
-        return req
-
-    @staticmethod
-    def abandonable_end(req: _Request | None) -> None:
-        if req is not None:
-            req.abandonable = False
 
     async def run_abandonable(self, aw: Awaitable[T]) -> T:
         """Await `aw`; if the peer goes meanwhile (or has gone), the current request's task is cancelled.
@@ -730,9 +639,6 @@ class Connection:
 
     # ---- the pipeline (the listener's reading task, and the sending task) -----------------
 
-    def pipeline_full(self, max_in_flight: int) -> bool:
-        return len(self._order) >= max_in_flight
-
     async def wait_for_room(self, max_in_flight: int) -> None:
         while len(self._order) >= max_in_flight:
             self._changed.clear()
@@ -740,35 +646,15 @@ class Connection:
 
     def start(self, handling: Coroutine[Any, Any, bool], release: Callable[[], None]) -> _Request:
         """Run one request in its own task; its response is sent after every earlier one."""
-        loop = self._loop
-        req = _Request(loop, release)
-        task = loop.create_task(handling)
+        req = _Request(release)
+        task = asyncio.create_task(handling)
         req.task = task
         self._order.append(req)
         self._by_task[task] = req
-        task.add_done_callback(lambda _: self._request_done(req))
-        if self._watch_timer is None:
-            self._watch_timer = loop.call_at(req.started + WATCH_AFTER_S, self._check_watch)
-        self.last_active = req.started
+        task.add_done_callback(lambda _: req.mark_processed())
+        req.watch = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self.watch_hangup)
+        self.last_active = asyncio.get_running_loop().time()
         return req
-
-    def _request_done(self, req: _Request) -> None:
-        req.mark_processed()
-        head = self._head_done
-        if head is not None and self._order and self._order[0] is req and not head.done():
-            head.set_result(None)
-
-    def _check_watch(self) -> None:
-        """The hang-up watch for a request that has run WATCH_AFTER_S; else look again when the
-        oldest one will have."""
-        self._watch_timer = None
-        if not self._order:
-            return
-        due = self._order[0].started + WATCH_AFTER_S
-        if due <= self._loop.time():
-            self.watch_hangup()
-        else:
-            self._watch_timer = self._loop.call_at(due, self._check_watch)
 
     async def settle(self, req: _Request) -> bool:
         """Wait until `req` is processed (done, or only waiting); False when nothing more may be read.
@@ -790,7 +676,7 @@ class Connection:
             return handled
         if self._sender is None:
             self._sender_idle = False  # busy from now until it finds nothing left to send
-            self._sender = self._loop.create_task(self._send_in_order())
+            self._sender = asyncio.create_task(self._send_in_order())
         self._changed.set()
         return not (task.done() and (task.cancelled() or task.exception() is not None or not task.result()))
 
@@ -799,7 +685,7 @@ class Connection:
 
         Responses that are ready together (acks=all produces completed by one high-watermark
         move) go out in one write: one system call for the lot."""
-        loop = self._loop
+        loop = asyncio.get_running_loop()
         closed = False
         ready: list[Bytes] = []
         while True:
@@ -821,14 +707,7 @@ class Connection:
             try:
                 if not task.done():
                     await self._flush(ready)
-                    # Not `await task`: cancelling the sender leaves it be. A future the task's
-                    # done callback sets (_request_done), not asyncio.wait: that built a set, a
-                    # future and a callback, and removed them, for every request that waited.
-                    head = self._head_done = loop.create_future()
-                    try:
-                        await head
-                    finally:
-                        self._head_done = None
+                    await asyncio.wait((task,))  # not `await task`: cancelling the sender leaves it be
                 if closed or task.cancelled():
                     continue  # abandoned: its client is gone
                 error = task.exception()
@@ -873,9 +752,11 @@ class Connection:
             self._holds -= 1
         req.release()
         req.reply = None
-        if not self._order and self._hangup_watched:
+        if req.watch is not None:
+            req.watch.cancel()
+        if not self._order:
             self.unwatch_hangup()
-        self.last_active = self._loop.time()
+        self.last_active = asyncio.get_running_loop().time()
         if notify:
             self._changed.set()
 
@@ -917,9 +798,8 @@ class Connection:
         self._backlog_to_transport()
         for req in self._order:
             req.release()
-        if self._watch_timer is not None:
-            self._watch_timer.cancel()
-            self._watch_timer = None
+            if req.watch is not None:
+                req.watch.cancel()
 
 
 def _in_memory(pieces: Sequence[Piece]) -> list[Bytes]:
@@ -1205,27 +1085,19 @@ class Listener:
     async def _serve(self, conn: Connection) -> None:
         reader = conn.reader
         max_in_flight = self.limits.max_in_flight
-        limits = self.limits
-        # The awaits below are taken only when they would wait: a request read whole in one
-        # receive, on a connection neither muted nor full, costs no coroutine for any of them.
         while True:
-            if not conn.may_read and not await conn.wait_until_unmuted():
+            if not await conn.wait_until_unmuted():
                 return
-            if conn.pipeline_full(max_in_flight):
-                await conn.wait_for_room(max_in_flight)
-            size = reader.size_ready()
-            if size is None:
-                size = await reader.read_size()
+            await conn.wait_for_room(max_in_flight)
+            size = await reader.read_size()
             if size < 0 or size > self.max_frame_bytes:
                 # Refused before a buffer for it exists; only this connection pays.
                 log.warning("connection.bad_frame_size", peer=conn.peer, size=size,
                             limit=self.max_frame_bytes)
                 return
-            release = _nothing if limits.queued_max_bytes is None else await limits.reserve(size)
+            release = await self.limits.reserve(size)
             try:
-                frame = reader.frame_ready(size)
-                if frame is None:
-                    frame = await reader.read_frame(size)
+                frame = await reader.read_frame(size)
             except BaseException:
                 release()
                 raise

@@ -53,19 +53,10 @@ class KeyedSignal:
         self._watchers: Watchers[Hashable, asyncio.Future[None]] = Watchers(self._now)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
-        # The loop its waiters wait on, kept (asyncio.get_running_loop costs a getpid system call
-        # per call in CPython 3.11, and this is asked several times per request); taken anew
-        # once that loop is closed (a test's next loop).
-        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            loop = self._loop = asyncio.get_running_loop()
-        return loop
-
-    def _now(self) -> float:
-        return self._running_loop().time()
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
 
     def watching(self, key: Hashable) -> int:
         return self._watchers.watching(key)
@@ -75,7 +66,7 @@ class KeyedSignal:
 
     async def wait(self, keys: Iterable[Hashable], timeout: float) -> None:
         """Until one of `keys` fires after this call, or `timeout` seconds."""
-        fut: asyncio.Future[None] = self._running_loop().create_future()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._watchers.watch(fut, keys, timeout)
         self._arm()
         try:
@@ -103,7 +94,7 @@ class KeyedSignal:
                 return
             self._timer.cancel()
         self._timer_at = deadline
-        self._timer = self._running_loop().call_at(deadline, self._expire)
+        self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
 
     def _expire(self) -> None:
         self._timer = None

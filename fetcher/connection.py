@@ -34,32 +34,23 @@ from protocol.schema import request_codec, response_codec
 
 # A response larger than this is a broken stream, not a response (brokers cap theirs far lower).
 MAX_RESPONSE_BYTES = 1 << 30
-# Bytes read ahead while no response body is being received: a small response (a replica
-# fetcher's idle round) arrives with its size in one receive.
-READ_AHEAD = 16 << 10
 
 
 class _FrameProtocol(asyncio.BufferedProtocol):
-    """Reads each response into a buffer of its own size: one copy, kernel to frame.
+    """Reads each response straight into a buffer of its own size: one copy, kernel to frame.
 
     A 10 MB fetch response through a StreamReader is copied into its buffer, sliced out and
-    shifted down; here the body lands in its final bytearray, and record bytes stay slices of
-    it all the way to the log write. While no body is being received the transport reads ahead
-    into a fixed buffer: a small response (and its size) arrives in one receive and is copied
-    out once; a body larger than what was read ahead is received straight into its buffer.
-    (Reading the 4-byte size first on its own cost three receive calls per response: the size,
-    the body, and the next size finding nothing.)
+    shifted down; here the 4-byte size is read first, then the body lands in its final
+    bytearray, and record bytes stay slices of it all the way to the log write.
     """
 
     def __init__(self, conn: KafkaConnection) -> None:
         self.conn = conn
         self.transport: asyncio.Transport | None = None
-        self._ahead = bytearray(READ_AHEAD)
-        self._start = self._end = 0  # read ahead and not yet taken: _ahead[_start:_end]
-        self._body: bytearray | memoryview | None = None  # a body being received directly
+        self._head = bytearray(4)
+        self._body: bytearray | memoryview | None = None
         self._spare: bytearray | None = None
         self._pos = 0
-        self._broken = False
         self._writable = asyncio.Event()
         self._writable.set()
         self.closed = asyncio.get_running_loop().create_future()
@@ -68,47 +59,26 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)  # create_connection makes a stream transport
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._body is not None:
-            return memoryview(self._body)[self._pos:]
-        if self._end == len(self._ahead):  # only a partial size is left (frames were taken whole)
-            unread = self._end - self._start
-            self._ahead[:unread] = self._ahead[self._start:self._end]
-            self._start, self._end = 0, unread
-        return memoryview(self._ahead)[self._end:]
+        if self._body is None:
+            return memoryview(self._head)[self._pos:]
+        return memoryview(self._body)[self._pos:]
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._broken:
-            return
-        if self._body is not None:
-            self._pos += nbytes
-            if self._pos == len(self._body):
-                body, self._body, self._pos = self._body, None, 0
-                self.conn._on_frame(body)
-            return
-        self._end += nbytes
-        ahead = self._ahead
-        while self._end - self._start >= 4 and not self._broken:
-            (size,) = FRAME_SIZE.unpack_from(ahead, self._start)
+        self._pos += nbytes
+        if self._body is None:
+            if self._pos < 4:
+                return
+            (size,) = FRAME_SIZE.unpack(self._head)
             if not 4 <= size <= MAX_RESPONSE_BYTES:
-                self._broken = True
                 self.conn._fail(ProtocolError(f"response size {size} is out of range"))
                 if self.transport is not None:
                     self.transport.abort()
                 return
-            at = self._start + 4
-            have = self._end - at
-            body = self._frame_buffer(size)
-            if have >= size:  # read ahead whole: copied out once
-                body[:] = memoryview(ahead)[at:at + size]
-                self._start = at + size
-                self.conn._on_frame(body)
-                continue
-            body[:have] = memoryview(ahead)[at:self._end]  # the rest is received into it directly
-            self._start = self._end = 0
-            self._body, self._pos = body, have
+            self._body, self._pos = self._frame_buffer(size), 0
             return
-        if self._start == self._end:
-            self._start = self._end = 0
+        if self._pos == len(self._body):
+            body, self._body, self._pos = self._body, None, 0
+            self.conn._on_frame(body)
 
     def _frame_buffer(self, size: int) -> bytearray | memoryview:
         """A fresh buffer, or for a fetch response on a reusing connection the recycled one.
@@ -165,9 +135,6 @@ class KafkaConnection:
         self._reauth = sasl_client.ReauthSchedule(clock)
         self._reauth_task: asyncio.Task[None] | None = None
         self._auth_timeout = 10.0
-        # Responses awaited with a deadline (send_raw's `timeout`), checked by one timer a second.
-        self._deadlines: dict[asyncio.Future[memoryview], float] = {}
-        self._deadline_timer: asyncio.TimerHandle | None = None
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str = "minibroker-tool", timeout: float = 10,
@@ -243,37 +210,24 @@ class KafkaConnection:
         return encode_request_header(api_key, version, correlation_id, self.client_id)
 
     async def send_raw(self, api_key: int, version: int, body: bytes,
-                       expect_response: bool = True, timeout: float | None = None) -> memoryview | None:
-        """Send an encoded body; return the encoded response body (header stripped), a view of its frame.
-
-        `timeout`: a response not in by then (checked once a second, so up to a second later)
-        raises TimeoutError and aborts the connection (its other requests fail with it). For a
-        caller that sends many requests (the replica fetcher): asyncio.timeout or wait_for cost a
-        timer, a task lookup and system calls on every request."""
+                       expect_response: bool = True) -> memoryview | None:
+        """Send an encoded body; return the encoded response body (header stripped), a view of its frame."""
         if self._reauth_task is not None or self._reauth.due():
             await self._reauthenticated()
-        return await self._send_now(api_key, version, body, expect_response, timeout)
+        return await self._send_now(api_key, version, body, expect_response)
 
     async def _send_now(self, api_key: int, version: int, body: bytes,
-                        expect_response: bool = True, timeout: float | None = None) -> memoryview | None:
+                        expect_response: bool = True) -> memoryview | None:
         proto = self._protocol
         if proto is None or proto.transport is None or self._closed_exc is not None:
             raise ConnectionError(f"connection to {self.host}:{self.port} is closed") from self._closed_exc
         correlation_id = next(self._ids) & 0x7FFFFFFF
         fut: asyncio.Future[memoryview] | None = None
         if expect_response:
-            # The loop the protocol's own future is on (asyncio.get_running_loop costs a
-            # system call per call in CPython 3.11).
-            loop = proto.closed.get_loop()
-            fut = loop.create_future()
+            fut = asyncio.get_running_loop().create_future()
             self._pending.append((correlation_id, api_key, version, fut))
-            if timeout is not None:
-                self._deadlines[fut] = loop.time() + timeout
-                if self._deadline_timer is None:
-                    self._deadline_timer = loop.call_later(1.0, self._check_deadlines)
         proto.transport.writelines(frame(self._header(api_key, version, correlation_id), body))
-        if not proto._writable.is_set():
-            await proto._writable.wait()
+        await proto._writable.wait()
         if fut is None:
             if self._closed_exc is not None:
                 raise ConnectionError(f"connection to {self.host}:{self.port} lost") from self._closed_exc
@@ -297,33 +251,6 @@ class KafkaConnection:
         # The codec decodes exactly the fields the declarations (and so the TypedDicts) list.
         return cast(ResponseT, await self.request(api.key, version, body, timeout))
 
-    def _check_deadlines(self) -> None:
-        """Fail the responses past their deadline (TimeoutError) and abort the connection."""
-        self._deadline_timer = None
-        deadlines = self._deadlines
-        if not deadlines:
-            return
-        proto = self._protocol
-        if proto is None:
-            deadlines.clear()
-            return
-        loop = proto.closed.get_loop()
-        now = loop.time()
-        late = [fut for fut, at in deadlines.items() if at <= now or fut.done()]
-        expired = False
-        for fut in late:
-            del deadlines[fut]
-            if not fut.done():
-                fut.set_exception(TimeoutError(f"no response from {self.host}:{self.port} in time"))
-                expired = True
-        if expired:  # a late response would still come first, in order: the connection is done
-            self._fail(TimeoutError(f"a response from {self.host}:{self.port} is late"))
-            if proto.transport is not None:
-                proto.transport.abort()
-            return
-        if deadlines and self._closed_exc is None:
-            self._deadline_timer = loop.call_later(1.0, self._check_deadlines)
-
     def _on_frame(self, data: bytearray | memoryview) -> None:
         if not self._pending:
             self._fail(ProtocolError("a response arrived with no request pending"))
@@ -338,18 +265,12 @@ class KafkaConnection:
         except ProtocolError as e:
             self._fail(e)
             return
-        if self._deadlines:
-            self._deadlines.pop(fut, None)
         if not fut.done():
             fut.set_result(memoryview(data)[skip:])
 
     def _fail(self, exc: BaseException) -> None:
         if self._closed_exc is None:
             self._closed_exc = exc
-        self._deadlines.clear()
-        if self._deadline_timer is not None:
-            self._deadline_timer.cancel()
-            self._deadline_timer = None
         while self._pending:
             *_, fut = self._pending.popleft()
             if not fut.done():

@@ -230,12 +230,10 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn: KafkaConnection, request: FetchRequest) -> FetchResponse:
         # Record sets stay zero-copy slices of the response frame all the way to the log write.
-        # The connection's own deadline, not wait_for (on Python 3.11 a task of its own and two
-        # loop turns more on every round of replication) nor asyncio.timeout (a timer, a task
-        # lookup and three system calls per round): a leader that stops answering fails the
-        # fetch with TimeoutError and the connection is dropped, as before.
-        raw = await conn.send_raw(FETCH, 3, encode_fetch_request_v3(cast(dict[str, Any], request)),
-                                  timeout=request["max_wait_ms"] / 1000 + 30)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the call in a task of its
+        # own, a task and two loop turns more on every round of replication.
+        async with asyncio.timeout(request["max_wait_ms"] / 1000 + 30):
+            raw = await conn.send_raw(FETCH, 3, encode_fetch_request_v3(cast(dict[str, Any], request)))
         assert raw is not None
         # protocol.fast builds the dict FetchResponse describes (the tests hold it to the schema codec).
         return cast(FetchResponse, decode_fetch_response(raw, 3))

@@ -319,9 +319,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     min_bytes = request["min_bytes"]
     first_pass = True
     keys: list[tuple[str, int]] | None = None
-    # Only a consumer below Fetch v10 can be refused a zstd topic: no coroutine for the others
-    # (a follower's fetch, every round of replication).
-    zstd_topics = await _zstd_topics(ctx, request) if consumer and ctx.api_version < ZSTD_FETCH_FROM else frozenset()
+    zstd_topics = await _zstd_topics(ctx, request)
     refused = _refused_topics(ctx, request)
     while True:
         responses, total, throttled_bytes, held_back = _read_all(ctx, request, first_pass, zstd_topics, refused)

@@ -1041,8 +1041,7 @@ class ReplicaManager:
         was_at = progress.log_end_offset if progress is not None else None
         if not tracker.on_fetch(follower, fetch_offset, part.log_end_offset, self.clock()):
             return False
-        # A follower in the ISR (every fetch of a healthy partition) has nothing to rejoin.
-        expanded = follower not in part.isr and tracker.expand(part.isr, follower, part.high_watermark)
+        expanded = tracker.expand(part.isr, follower, part.high_watermark)
         if expanded:
             self._spawn_isr_change(part, part.isr + [follower], expand=True)
         # The high watermark is the ISR's lowest log end: a follower still where it was (an

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from fetcher.connection import READ_AHEAD, KafkaConnection
+from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
 
 
@@ -63,57 +63,3 @@ async def test_without_the_flag_every_response_keeps_its_bytes(port: int) -> Non
         second = await conn.send_raw(ApiKey.FETCH, 3, b"")
         assert first is not None and second is not None
         assert bytes(first)[-1] == 1 and bytes(second)[-1] == 2
-
-
-async def _serve_batched(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Answer requests two at a time in one write: a small body and one larger than the read-ahead,
-    each naming its correlation id; a request whose body is b"mute" is never answered."""
-    held: list[bytes] = []
-    try:
-        while True:
-            (size,) = struct.unpack(">i", await reader.readexactly(4))
-            frame = await reader.readexactly(size)
-            _, _, correlation_id = struct.unpack_from(">hhi", frame)
-            if frame.endswith(b"mute"):
-                continue
-            length = 3 if len(held) % 2 == 0 else READ_AHEAD * 3 + 5
-            body = struct.pack(">i", correlation_id) * (length // 4 + 1)
-            held.append(struct.pack(">ii", 4 + len(body), correlation_id) + body)
-            if len(held) % 2 == 0:
-                writer.write(b"".join(held[-2:]))
-                await writer.drain()
-    except asyncio.IncompleteReadError:
-        writer.close()
-
-
-async def test_responses_read_ahead_together_and_beyond_the_read_ahead_are_each_whole() -> None:
-    server = await asyncio.start_server(_serve_batched, "127.0.0.1", 0)
-    try:
-        port = server.sockets[0].getsockname()[1]
-        async with await KafkaConnection.open("127.0.0.1", port) as conn:
-            for _ in range(3):
-                answers = await asyncio.gather(conn.send_raw(ApiKey.FETCH, 3, b""),
-                                               conn.send_raw(ApiKey.FETCH, 3, b""))
-                for raw in answers:
-                    assert raw is not None
-                    body = bytes(raw)
-                    (cid,) = struct.unpack_from(">i", body)
-                    assert body == struct.pack(">i", cid) * (len(body) // 4)
-                assert [len(bytes(a)) for a in answers] == [4, ((READ_AHEAD * 3 + 5) // 4 + 1) * 4]
-    finally:
-        server.close()
-
-
-async def test_a_response_past_its_deadline_fails_with_timeout_and_drops_the_connection() -> None:
-    server = await asyncio.start_server(_serve_batched, "127.0.0.1", 0)
-    try:
-        port = server.sockets[0].getsockname()[1]
-        conn = await KafkaConnection.open("127.0.0.1", port)
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(conn.send_raw(ApiKey.FETCH, 3, b"mute", timeout=0.05), 5)
-        # Closed at once, not when the transport reports it.
-        with pytest.raises(ConnectionError):
-            await conn.send_raw(ApiKey.FETCH, 3, b"")
-        await conn.close()
-    finally:
-        server.close()

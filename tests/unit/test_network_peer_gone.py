@@ -143,24 +143,3 @@ async def test_a_client_that_left_a_burst_behind_its_long_poll_is_let_go(served:
     await send_and_close(listener, b"W", *burst, wait=script.waiting.wait)
     await asyncio.wait_for(script.cancelled.wait(), 3)
     await asyncio.wait_for(closed_by_server(listener), 3)
-
-
-async def test_the_hang_up_watch_arms_for_a_request_that_has_run_a_while(
-        served: tuple[Listener, Script]) -> None:
-    # One timer per connection (not one per request): after quick requests, a request that has
-    # run WATCH_AFTER_S gets its socket watched.
-    from broker.network import WATCH_AFTER_S
-    listener, script = served
-    reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
-    try:
-        writer.write(b"".join(frame(b"Q") for _ in range(20)) + frame(b"W"))
-        await writer.drain()
-        await asyncio.wait_for(script.waiting.wait(), 2)
-        (conn,) = listener.connections
-        await asyncio.sleep(WATCH_AFTER_S * 2 + 0.1)
-        assert conn._hangup_watched
-    finally:
-        writer.close()
-        await writer.wait_closed()
-    await asyncio.wait_for(script.cancelled.wait(), 2)
-    await asyncio.wait_for(closed_by_server(listener), 2)
