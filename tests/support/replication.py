@@ -17,8 +17,16 @@ def log_bytes(broker: BrokerProcess, topic: str) -> int:
 
 
 def partition_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
-    """The bytes of the broker's replica of one partition, its segments in order."""
+    """The bytes of the broker's replica of one partition, its segments in order.
+
+    A live broker's cleaner or retention may swap or delete a segment between the listing and its
+    read (CI read a compacted-away segment's name, then found no file): the listing is taken again."""
     d = broker.log_dir / f"{topic}-{partition}"
+    for _ in range(20):
+        try:
+            return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
+        except FileNotFoundError:
+            time.sleep(0.05)
     return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
 
 
