@@ -224,28 +224,38 @@ def run_scenario(name: str, source: Path | None, rate: int, seconds: float,
         leader = brokers[0]
         asyncio.run(create_topic(leader, "latency", assignment={0: list(range(replicas))}))
         bootstrap = ",".join(b.bootstrap for b in brokers)
-        consumer = LatencyConsumer(bootstrap, "latency")
-        consumer.start()
-        consumer.ready.wait(30)
         pids = [b.proc.pid for b in brokers if b.proc is not None]
-        cpu0 = sum(cpu_seconds(pid) for pid in pids)
-        t0 = time.perf_counter()
         logged = log_sizes(brokers)
-        with profiled(pids, profile, f"{name}-{'this' if source is None else 'before'}", seconds * 0.8):
-            produced = steady_producer(bootstrap, "latency", acks, rate, seconds)
-        deadline = time.time() + 60
-        while len(consumer.latencies) < produced["acked"] and time.time() < deadline:
-            time.sleep(0.1)
-        elapsed = time.perf_counter() - t0
-        cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
-        consumer.stop.set()
-        consumer.join(10)
+        tree = "this" if source is None else "before"
+        with_profile = profiled(pids, profile, f"{name}-{tree}", seconds * 0.8)
+        out = measure_round(bootstrap, pids, acks, rate, seconds, with_profile)
         stalls = loop_stalls(brokers, logged) if os.environ.get("MINIBROKER_LOOP_WATCHDOG_MS") else None
-        return {"loop_stalls": stalls, "scenario": name, "replication_factor": replicas, "acks": acks, "tree": "this" if source is None else "before", "rate": rate,
-                "seconds": seconds, **produced, "consumed": len(consumer.latencies),
-                "end_to_end_ms": summary_ms(consumer.latencies),
-                "timeline_ms": timeline_ms(consumer.sent_at, consumer.latencies),
-                "broker_cpu_cores": round(cpu / elapsed, 3), "load_average_after": load_average()}
+        return {"loop_stalls": stalls, "scenario": name, "replication_factor": replicas, "acks": acks,
+                "tree": tree, **out}
+
+
+def measure_round(bootstrap: str, pids: list[int], acks: str, rate: int, seconds: float,
+                  during: contextlib.AbstractContextManager[Any] | None = None) -> dict[str, Any]:
+    """The steady producer and the end-to-end consumer against running brokers (`pids` for their
+    CPU); `during` wraps the producing part (a profiler)."""
+    consumer = LatencyConsumer(bootstrap, "latency")
+    consumer.start()
+    consumer.ready.wait(30)
+    cpu0 = sum(cpu_seconds(pid) for pid in pids)
+    t0 = time.perf_counter()
+    with during or contextlib.nullcontext():
+        produced = steady_producer(bootstrap, "latency", acks, rate, seconds)
+    deadline = time.time() + 60
+    while len(consumer.latencies) < produced["acked"] and time.time() < deadline:
+        time.sleep(0.1)
+    elapsed = time.perf_counter() - t0
+    cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
+    consumer.stop.set()
+    consumer.join(10)
+    return {"rate": rate, "seconds": seconds, **produced, "consumed": len(consumer.latencies),
+            "end_to_end_ms": summary_ms(consumer.latencies),
+            "timeline_ms": timeline_ms(consumer.sent_at, consumer.latencies),
+            "broker_cpu_cores": round(cpu / elapsed, 3), "load_average_after": load_average()}
 
 
 def run_tansu(rate: int, seconds: float) -> dict[str, Any] | None:
@@ -262,22 +272,8 @@ def run_tansu(rate: int, seconds: float) -> dict[str, Any] | None:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.create_topics([NewTopic("latency", 1, 1)]).values():
             future.result(30)
-        consumer = LatencyConsumer(bootstrap, "latency")
-        consumer.start()
-        consumer.ready.wait(30)
-        cpu0, t0 = cpu_seconds(pid), time.perf_counter()
-        produced = steady_producer(bootstrap, "latency", "1", rate, seconds)
-        deadline = time.time() + 60
-        while len(consumer.latencies) < produced["acked"] and time.time() < deadline:
-            time.sleep(0.1)
-        elapsed, cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
-        consumer.stop.set()
-        consumer.join(10)
         return {"loop_stalls": None, "scenario": "rf1-acks-1", "replication_factor": 1, "acks": "1",
-                "tree": "tansu", "rate": rate, "seconds": seconds, **produced,
-                "consumed": len(consumer.latencies), "end_to_end_ms": summary_ms(consumer.latencies),
-                "timeline_ms": timeline_ms(consumer.sent_at, consumer.latencies),
-                "broker_cpu_cores": round(cpu / elapsed, 3), "load_average_after": load_average()}
+                "tree": "tansu", **measure_round(bootstrap, [pid], "1", rate, seconds)}
 
 
 def loopback_round_trips(rate: int, seconds: float) -> dict[str, float | None]:
