@@ -99,7 +99,7 @@ SECURITY_PROTOCOLS = frozenset(DEFAULT_PROTOCOL_MAP.values())
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
-# The per-listener SSL keys (KIP-651 PEM only); each may also be given as
+# The per-listener SSL keys (PEM stores, KIP-651, or PKCS12); each may also be given as
 # `listener.name.<lowercase listener name>.<key>`, which wins (Kafka's rule).
 SSL_KEYS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",

@@ -37,6 +37,10 @@ closes a connection that has had no request in flight for that long; `queued.max
 bounds the bytes of requests read and not yet processed, and a connection waits before reading
 a request body while the bound is exceeded. As Kafka's non-strict memory pool, a request is let
 in whenever any of the bound is left, so one larger than the whole bound still goes through.
+On a SASL listener, until the client has authenticated, a size prefix above
+`sasl.server.max.receive.size` is an authentication failure decided before the body is read
+(Kafka's SaslServerAuthenticator): the connection closes after the failure delay, nothing
+allocated for it.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ import structlog
 
 from broker.log import FileSlice
 from broker.security.acl import ANONYMOUS
+from broker.security.sasl_listeners import SASL_PROTOCOLS
+from broker.security.sasl_session import Verdict
 
 if TYPE_CHECKING:
     from broker.dispatch import Dispatcher
@@ -999,6 +1005,7 @@ class Listener:
         self._stopping = False
         self.connections: set[Connection] = set()
         self._hangups = HangupWatch()
+        self._sasl = security_protocol in SASL_PROTOCOLS  # frames bounded until authenticated
 
     async def start(self) -> None:
         await self.limits.resolve_overrides()
@@ -1082,6 +1089,25 @@ class Listener:
                 self._tasks.discard(task)
                 writer.close()
 
+    async def _sasl_admits(self, conn: Connection, size: int) -> bool:
+        """A SASL listener's bound on frames before authentication (`sasl.server.max.receive.size`),
+        checked on the size prefix, so an unauthenticated client cannot make the broker buffer up
+        to socket.request.max.bytes. The request before this one has settled (`conn.settle`), so
+        the session's state is that of every request read so far."""
+        sasl = self.dispatcher.services.sasl
+        session = sasl.session(conn)
+        if session is None:
+            return True
+        verdict = session.admit_frame(size)
+        if verdict is Verdict.PASS:
+            return True
+        if verdict is Verdict.CLOSE_AFTER_DELAY:
+            # Kafka's authentication-failure delay and close; the body is never read.
+            await asyncio.sleep(sasl.failed(conn, session, f"a frame of {size} bytes above "
+                                                           f"sasl.server.max.receive.size "
+                                                           f"({session.listener.max_receive_size})"))
+        return False
+
     async def _serve(self, conn: Connection) -> None:
         reader = conn.reader
         max_in_flight = self.limits.max_in_flight
@@ -1094,6 +1120,8 @@ class Listener:
                 # Refused before a buffer for it exists; only this connection pays.
                 log.warning("connection.bad_frame_size", peer=conn.peer, size=size,
                             limit=self.max_frame_bytes)
+                return
+            if self._sasl and not await self._sasl_admits(conn, size):
                 return
             release = await self.limits.reserve(size)
             try:

@@ -89,8 +89,8 @@ def client_settings(opts: dict[str, str]) -> ClientSettings:
                           security=client_security(opts))
 
 
-# The Kafka client's security keys the source and sink take as `kafka.<key>` (PEM stores only,
-# KIP-651; the two store passwords are there to be refused with Kafka's reason).
+# The Kafka client's security keys the source and sink take as `kafka.<key>` (PEM stores, KIP-651,
+# or PKCS12 ones with their passwords; fetcher.security.check_stores refuses JKS, naming the key).
 SECURITY_KEYS = frozenset({
     "security.protocol", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
     "ssl.truststore.password", "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain",

@@ -1,6 +1,7 @@
 """One connection's SASL authentication on a SASL_PLAINTEXT/SASL_SSL listener: Kafka 2.8's
 SaslServerAuthenticator states and KafkaChannel's KIP-368 rules, as a pure state machine on an
-injected clock. The dispatcher asks `gate` before each request, the SaslHandshake and
+injected clock. The listener's frame reader asks `admit_frame` with each frame's size prefix
+before reading its body, the dispatcher asks `gate` before each request, the SaslHandshake and
 SaslAuthenticate handlers call `handshake` and `authenticate`; the I/O (delays, closing,
 metrics, logs) is theirs.
 
@@ -13,7 +14,11 @@ What Kafka does with anything else, and so what `gate` answers:
   AUTHENTICATE state Kafka first answers such a request with its own error response
   (ILLEGAL_SASL_STATE); here it gets none, the connection is closed the same way.
 - a second ApiVersions before the handshake: IllegalStateException, closed at once (CLOSE).
-- a frame above `sasl.server.max.receive.size` (512 KiB) before authentication: CLOSE_AFTER_DELAY.
+- before authentication (and during re-authentication), a size prefix above
+  `sasl.server.max.receive.size` (512 KiB): CLOSE_AFTER_DELAY, decided by `admit_frame` before the
+  body is read or a buffer allocated for it (Kafka's SaslServerAuthenticator reads with a
+  NetworkReceive bounded by that size: InvalidReceiveException, rethrown as
+  SaslAuthenticationException). As there, the bound is on the prefix's value (the bytes after it).
 - after authentication, a connection whose session has expired (KIP-368: `connections.max.reauth.ms`
   told to a SaslAuthenticate v1+ client as session_lifetime_ms) is closed at its next request
   unless that is a SaslHandshake starting re-authentication (same mechanism, same principal,
@@ -132,9 +137,22 @@ class SaslSession:
         return self._last_username
 
 
-    def gate(self, api_key: int, frame_size: int, served: bool = True) -> Verdict:
+    def admit_frame(self, size: int) -> Verdict:
+        """A frame's size prefix, before its body is read: while the client is not authenticated
+        (or re-authenticating), one above `sasl.server.max.receive.size` is an authentication
+        failure, refused before anything is allocated for it."""
+        s = self.state
+        if s is State.FAILED:
+            return Verdict.CLOSE
+        if (s is State.COMPLETE and not self.reauthenticating) or size <= self.listener.max_receive_size:
+            return Verdict.PASS
+        self.state = State.FAILED
+        return Verdict.CLOSE_AFTER_DELAY
+
+    def gate(self, api_key: int, served: bool = True) -> Verdict:
         """`served`: the request's version is one this broker serves (an ApiVersions at a version it
-        does not serve is answered with the error and leaves the state, as Kafka's authenticator)."""
+        does not serve is answered with the error and leaves the state, as Kafka's authenticator).
+        The frame's size was checked before it was read (`admit_frame`)."""
         s = self.state
         if s is State.FAILED:
             return Verdict.CLOSE
@@ -142,9 +160,6 @@ class SaslSession:
             if self.expires_at is not None and self.clock() > self.expires_at and api_key != ApiKey.SASL_HANDSHAKE:
                 return Verdict.CLOSE  # Kafka: "Disconnecting expired channel"
             return Verdict.PASS
-        if frame_size > self.listener.max_receive_size:
-            self.state = State.FAILED
-            return Verdict.CLOSE_AFTER_DELAY
         if s is State.HANDSHAKE_OR_VERSIONS:
             if api_key == ApiKey.API_VERSIONS:
                 if served:

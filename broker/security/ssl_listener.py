@@ -30,7 +30,7 @@ _VERIFY_MODES = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "require
 
 
 def server_context(settings: ListenerSsl) -> ssl.SSLContext:
-    """The listener's TLS context; reads its PEM files, SslSettingsError naming the key on failure."""
+    """The listener's TLS context; reads its PEM or PKCS12 files, SslSettingsError naming the key on failure."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     names = settings.key_names
     try:
@@ -39,9 +39,11 @@ def server_context(settings: ListenerSsl) -> ssl.SSLContext:
                                                                 settings.enabled_protocols)
         load_key_material(ctx, keystore_location=settings.keystore_location,
                           keystore_chain=settings.keystore_certificate_chain, keystore_key=settings.keystore_key,
-                          key_password=settings.key_password, key_names=names)
+                          key_password=settings.key_password, key_names=names,
+                          keystore_type=settings.keystore_type, keystore_password=settings.keystore_password)
         load_trust(ctx, truststore_location=settings.truststore_location,
-                   truststore_certificates=settings.truststore_certificates, key_names=names)
+                   truststore_certificates=settings.truststore_certificates, key_names=names,
+                   truststore_type=settings.truststore_type, truststore_password=settings.truststore_password)
     except SecurityConfigError as e:
         raise SslSettingsError(e.key, "<see the file>", e.why) from None
     ctx.verify_mode = _VERIFY_MODES[settings.client_auth]
@@ -59,6 +61,10 @@ def inter_broker_client(settings: ListenerSsl, security_protocol: str) -> Client
         ssl_keystore_certificate_chain=settings.keystore_certificate_chain,
         ssl_keystore_key=settings.keystore_key,
         ssl_key_password=settings.key_password,
+        ssl_keystore_type=settings.keystore_type,
+        ssl_keystore_password=settings.keystore_password,
+        ssl_truststore_type=settings.truststore_type,
+        ssl_truststore_password=settings.truststore_password,
         ssl_endpoint_identification_algorithm=settings.endpoint_identification_algorithm,
         ssl_enabled_protocols=settings.enabled_protocols,
     )

@@ -1,8 +1,10 @@
 """A TLS listener's settings, read with Kafka's per-listener prefix and checked (no file I/O).
 
 Each key may be given as `listener.name.<lowercase listener name>.<key>` (wins) or bare; an error
-names the key that was given. Only PEM stores (KIP-651) are read: `ssl.keystore.type` and
-`ssl.truststore.type` may be PEM or left out (Kafka's default, JKS, is not supported here).
+names the key that was given. Stores are PEM (KIP-651; also when `ssl.keystore.type` /
+`ssl.truststore.type` are left out, where Kafka's default is JKS) or PKCS12 with
+`ssl.keystore.password` / `ssl.truststore.password` (fetcher.security.check_stores: the rules,
+shared with the clients); JKS is refused, naming the key.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from broker.security.ssl_principal import Rule, parse_rules
-from fetcher.security import SecurityConfigError, tls_versions
+from fetcher.security import SecurityConfigError, check_stores, tls_versions
 
 CLIENT_AUTH = ("none", "requested", "required")
 DEFAULT_ENABLED_PROTOCOLS = "TLSv1.2,TLSv1.3"
@@ -50,6 +52,10 @@ class ListenerSsl:
     enabled_protocols: str
     principal_rules: tuple[Rule, ...]
     endpoint_identification_algorithm: str
+    keystore_type: str = "PEM"  # or PKCS12
+    keystore_password: str | None = field(default=None, repr=False)
+    truststore_type: str = "PEM"
+    truststore_password: str | None = field(default=None, repr=False)
     # bare key -> the key that supplied it (prefixed or not), for messages
     key_names: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -70,16 +76,11 @@ def listener_ssl_settings(cfg: ListenerSettings, listener: str, security_protoco
         return SslSettingsError(names.get(key, key), "<hidden>" if key in _SECRET_KEYS or len(raw) > 200 else raw,
                                 why)
 
-    for key in ("ssl.keystore.type", "ssl.truststore.type"):
-        kind = get(key)
-        if kind and kind.upper() != "PEM":
-            raise fail(key, "only PEM stores are supported (KIP-651)")
-    # Kafka's DefaultSslEngineFactory: a PEM store has no store password, only ssl.key.password.
     # Departure: a PEM keystore file with an unencrypted key is accepted without ssl.key.password.
-    if get("ssl.keystore.password"):
-        raise fail("ssl.keystore.password", "a PEM key store has no password; give ssl.key.password only")
-    if get("ssl.truststore.password"):
-        raise fail("ssl.truststore.password", "a PEM trust store has no password")
+    try:
+        keystore_type, truststore_type = check_stores(get)
+    except SecurityConfigError as e:
+        raise fail(e.key, e.why) from None
     location = get("ssl.keystore.location") or None
     chain = get("ssl.keystore.certificate.chain") or None
     key_pem = get("ssl.keystore.key") or None
@@ -89,7 +90,7 @@ def listener_ssl_settings(cfg: ListenerSettings, listener: str, security_protoco
     if not location and not (chain and key_pem):
         missing = ("ssl.keystore.location" if not (chain or key_pem)
                    else "ssl.keystore.key" if chain else "ssl.keystore.certificate.chain")
-        raise fail(missing, f"listener {listener} uses TLS and needs a PEM key and certificate chain "
+        raise fail(missing, f"listener {listener} uses TLS and needs a key and certificate chain "
                             "(ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key)")
     trust_location = get("ssl.truststore.location") or None
     trust_pem = get("ssl.truststore.certificates") or None
@@ -119,4 +120,6 @@ def listener_ssl_settings(cfg: ListenerSettings, listener: str, security_protoco
         raise fail("ssl.endpoint.identification.algorithm", "expected https or empty")
     get("ssl.key.password")
     return ListenerSsl(listener, location, chain, key_pem, cfg.listener_setting(listener, "ssl.key.password"),
-                       trust_location, trust_pem, client_auth, protocols, rules, algorithm, names)
+                       trust_location, trust_pem, client_auth, protocols, rules, algorithm,
+                       keystore_type, cfg.listener_setting(listener, "ssl.keystore.password"),
+                       truststore_type, cfg.listener_setting(listener, "ssl.truststore.password"), names)

@@ -52,7 +52,9 @@ def add_command_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--command-config", metavar="FILE",
                         help="client properties for the connection to the brokers (Kafka's names: "
                              "security.protocol, ssl.truststore.location, ssl.keystore.location, "
-                             "ssl.key.password, ssl.endpoint.identification.algorithm, sasl.mechanism, "
+                             "ssl.key.password, ssl.keystore.type/ssl.truststore.type PEM or PKCS12 with "
+                             "ssl.keystore.password/ssl.truststore.password, "
+                             "ssl.endpoint.identification.algorithm, sasl.mechanism, "
                              "sasl.jaas.config or sasl.username/sasl.password)")
 
 

@@ -12,7 +12,9 @@ prefixed `sasl-`; admin is a super user.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -315,6 +317,60 @@ def test_bad_input_closes_only_that_connection(cluster: SaslCluster, case: str) 
     closed, meta = asyncio.run(run())
     assert closed
     assert [b["node_id"] for b in meta["brokers"]] == [0, 1]
+
+
+def test_an_oversized_frame_before_authentication_is_refused_unread(cluster: SaslCluster) -> None:
+    """A size prefix of 50 MB on a new SASL connection (above sasl.server.max.receive.size, below
+    socket.request.max.bytes), then a trickle of its body: the broker closes each such connection
+    after the failure delay without waiting for the body or allocating it (Kafka's
+    SaslServerAuthenticator bound), counts and logs the failure, and an authenticated client is
+    served meanwhile. Before the bound moved to the frame reader, each of these frames cost the
+    broker 50 MB of resident memory and the connection stayed open until the body arrived."""
+    broker = cluster.brokers[0]
+    size, count = 50 << 20, 4
+
+    def failures() -> float:
+        try:
+            return metric(broker, "authentication_failures_total", listener="SASL_PLAINTEXT", mechanism="none")
+        except KeyError:
+            return 0.0
+    before = failures()
+
+    async def trickle(raw: RawClient, stop: asyncio.Event) -> int:
+        sent = 4
+        while not stop.is_set() and not raw.writer.transport.is_closing():
+            raw.writer.write(b"\x00" * 1024)
+            sent += 1024
+            with contextlib.suppress(ConnectionError):
+                await raw.writer.drain()
+            await asyncio.sleep(0.02)
+        return sent
+
+    async def run() -> tuple[list[bool], list[int], dict, int, int]:
+        good = await sasl_connect(cluster.port, "PLAIN", "alice")
+        rss_before = broker.rss_bytes()
+        raws = [await RawClient.open(cluster.port) for _ in range(count)]
+        stop = asyncio.Event()
+        for raw in raws:
+            raw.writer.write(struct.pack(">i", size))
+        trickling = [asyncio.create_task(trickle(raw, stop)) for raw in raws]
+        meta = await good.request(ApiKey.METADATA, 1, {"topics": None})  # served while they wait
+        closed = [await raw.closed(timeout=60) for raw in raws]
+        rss_after = broker.rss_bytes()
+        stop.set()
+        sent = await asyncio.gather(*trickling)
+        for raw in raws:
+            raw.close()
+        await good.close()
+        return closed, sent, meta, rss_before, rss_after
+    closed, sent, meta, rss_before, rss_after = asyncio.run(run())
+    assert closed == [True] * count
+    assert max(sent) < size // 4, "closed only after the body arrived"
+    assert [b["node_id"] for b in meta["brokers"]] == [0, 1]
+    growth = rss_after - rss_before
+    assert growth < size // 4, f"RSS grew {growth >> 20} MiB for {count} refused frames of {size >> 20} MiB"
+    assert failures() == before + count
+    assert f"a frame of {size} bytes above sasl.server.max.receive.size (524288)" in broker.log()
 
 
 # ---- the principal reaches the authorizer --------------------------------------------------------

@@ -35,7 +35,7 @@ from tests.support.brokers import BrokerProcess, start_together
 from tests.support.cluster import Cluster, wait_identical_replicas
 from tests.support.messages import expected_messages, read_back_with_kafka_python, round_trip_with_aiokafka
 from tests.support.ports import free_port
-from tests.support.tls import Certificates, Identity, continued
+from tests.support.tls import Certificates, Identity, continued, pkcs12_keystore, pkcs12_truststore
 from tests.support.tools import ROOT, minibroker
 from tests.support.topics import create_topic
 from tests.support.zookeeper import zk_connect
@@ -282,6 +282,10 @@ def _other_ca_pem(t: Tls) -> str:
 
 @pytest.mark.parametrize("change,key", [
     ({"ssl.keystore.location": "/nonexistent/broker.pem"}, "ssl.keystore.location"),
+    ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type"),
+    # The PEM file named as a PKCS12 store.
+    ({"ssl.keystore.type": "PKCS12", "ssl.keystore.password": "p12-pw", "ssl.key.password": ""},
+     "ssl.keystore.location"),
     ({"ssl.key.password": "wrong"}, "ssl.key.password"),
     ({"listener.name.ssl.ssl.truststore.location": "__GARBAGE__"}, "listener.name.ssl.ssl.truststore.location"),
     ({"ssl.enabled.protocols": "TLSv1.1"}, "ssl.enabled.protocols"),
@@ -412,3 +416,93 @@ def test_three_brokers_replicate_over_an_ssl_inter_broker_listener(tmp_path: Pat
 
 async def _registered(zk) -> bool:  # noqa: ANN001
     return len(await zk.get_children("/brokers/ids")) == 3 and await zk.exists("/controller")
+
+
+# ---- PKCS12 key and trust stores: brokers, the inter-broker client, a tool, confluent-kafka -----
+
+def test_pkcs12_stores_on_brokers_between_brokers_in_a_tool_and_with_confluent_kafka(
+        tmp_path: Path, zk_server_session: ZooKeeperServer) -> None:
+    """Two brokers on an SSL-only listener requiring client certificates, every store PKCS12:
+    broker 0's key store made by cryptography and its trust store by Java's keytool (trusted
+    certificate entries), broker 1's by the openssl command and cryptography. They replicate to
+    each other (the inter-broker client presents the PKCS12 key), a tool creates the topic with
+    PKCS12 stores in --command-config, and confluent-kafka produces and consumes with its own
+    PKCS12 key store (librdkafka's ssl.keystore.location/ssl.keystore.password)."""
+    certs = Certificates(tmp_path)
+    connect = zk_server_session.connect_string + f"/{tmp_path.name}"
+    made = [("cryptography", "keytool"), ("openssl", "cryptography")]
+    brokers = []
+    for i, (key_maker, trust_maker) in enumerate(made):
+        me = certs.issue(f"broker{i}", "127.0.0.1", "localhost", unit="brokers")
+        port = free_port()
+        props = {"listeners": f"SSL://127.0.0.1:{port}", "security.inter.broker.protocol": "SSL",
+                 "ssl.client.auth": "required",
+                 "ssl.keystore.type": "PKCS12", "ssl.keystore.password": f"ks{i}-pw",
+                 "ssl.keystore.location": str(pkcs12_keystore(me, tmp_path / f"broker{i}.p12", f"ks{i}-pw",
+                                                              key_maker)),
+                 "ssl.truststore.type": "PKCS12", "ssl.truststore.password": f"ts{i}-pw",
+                 "ssl.truststore.location": str(pkcs12_truststore(certs.ca_pem, tmp_path / f"trust{i}.p12",
+                                                                  f"ts{i}-pw", trust_maker)),
+                 "offsets.topic.replication.factor": "1", "replica.fetch.wait.max.ms": "100"}
+        b = BrokerProcess(tmp_path, i, connect, props)
+        b.port = port
+        brokers.append(b)
+    start_together(brokers)
+    client = certs.issue("operator")
+    client_p12 = pkcs12_keystore(client, tmp_path / "operator.p12", "op-pw")
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=SSL\nssl.keystore.type=PKCS12\n"
+                      f"ssl.keystore.location={client_p12}\nssl.keystore.password=op-pw\n"
+                      "ssl.truststore.type=PKCS12\nssl.truststore.password=ts0-pw\n"
+                      f"ssl.truststore.location={tmp_path / 'trust0.p12'}\n")
+    librdkafka = {"bootstrap.servers": brokers[0].bootstrap, "security.protocol": "ssl",
+                  "ssl.ca.location": str(certs.ca_pem), "ssl.keystore.location": str(client_p12),
+                  "ssl.keystore.password": "op-pw"}
+    topic = "p12-replicated"
+
+    async def run() -> list[tuple[int, bytes, bytes]]:
+        async with zk_connect(connect) as zk:
+            cluster = Cluster(brokers, zk)
+            created = minibroker("topics", "--bootstrap-server", brokers[1].bootstrap, "--command-config",
+                                 str(config), "--create", "--topic", topic, "--partitions", "1",
+                                 "--replication-factor", "2")
+            assert created.returncode == 0, created.stderr
+            msgs = expected_messages(topic, N)
+            p = Producer({**librdkafka, "acks": "all", "linger.ms": 5})
+            errors: list[KafkaError] = []
+            for k, v in msgs:
+                p.produce(topic, v, k, partition=0, on_delivery=lambda e, _m: e and errors.append(e))
+            assert await asyncio.to_thread(p.flush, 60) == 0
+            assert errors == []
+            await cluster.wait_isr(topic, 0, {0, 1}, timeout=60)
+            await wait_identical_replicas(cluster, topic, 0, [0, 1])
+            return await asyncio.to_thread(_consume_all, librdkafka, topic, len(msgs))
+
+    try:
+        got = asyncio.run(run())
+        msgs = expected_messages(topic, N)
+        assert [o for o, _, _ in got] == list(range(N))
+        assert [(k, v) for _, k, v in got] == msgs
+        for b in brokers:
+            assert b.stop() == 0, b.log()
+        for b in brokers:
+            log = b.log_path.read_text()
+            assert "tls_handshake_failed" not in log and "-pw" not in log, log[-3000:]
+    finally:
+        for b in brokers:
+            b.kill()
+
+
+def _consume_all(conf: dict[str, str], topic: str, n: int) -> list[tuple[int, bytes, bytes]]:
+    c = Consumer({**conf, "group.id": f"{topic}-reader", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got: list[tuple[int, bytes, bytes]] = []
+        while len(got) < n:
+            m = c.poll(15)
+            assert m is not None, f"only {len(got)} of {n} messages read"
+            assert m.error() is None, m.error()
+            got.append((m.offset(), m.key(), m.value()))
+        return got
+    finally:
+        c.close()

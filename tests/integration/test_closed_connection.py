@@ -15,6 +15,7 @@ import asyncio
 import socket
 import struct
 import time
+from pathlib import Path
 
 from protocol.api_keys import ApiKey
 from protocol.headers import encode_request_header
@@ -29,11 +30,27 @@ def _frame(api_key: int, version: int, body: dict, client_id: str) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-def _send_then_reset(port: int, frame: bytes) -> None:
-    """Send one request and reset the connection without reading the answer (SO_LINGER 0: RST, not FIN)."""
+def _read_by_broker(pid: int, port: int, client_port: int) -> bool:
+    """The broker's socket for the client at `client_port` exists and holds nothing unread
+    (rx_queue 0 in /proc/net/tcp): the broker has read what the client sent."""
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote = (int(a.rsplit(":", 1)[1], 16) for a in fields[1:3])
+            if local == port and remote == client_port:
+                return int(fields[4].split(":")[1], 16) == 0
+    return False
+
+
+def _send_then_reset(pid: int, port: int, frame: bytes) -> None:
+    """Send one request and reset the connection without reading the answer (SO_LINGER 0: RST, not
+    FIN), once the broker has read the request (and so holds its answer; a fixed 0.3 s before)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(frame)
-    time.sleep(0.3)  # the broker has read the request and is holding its answer
+    deadline = time.monotonic() + 60
+    while not _read_by_broker(pid, port, s.getsockname()[1]):
+        assert time.monotonic() < deadline, "the broker did not read the request"
+        time.sleep(0.01)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()
 
@@ -51,14 +68,14 @@ async def test_late_response_to_a_reset_connection_is_dropped_quietly(broker_fac
     held = _frame(ApiKey.PRODUCE, 2, {"acks": 1, "timeout_ms": 5000, "topic_data": [
         {"name": "late", "partition_data": [{"index": 0, "records": records}]}]}, "throttled")
     for frame in (long_poll, held, long_poll):
-        await asyncio.to_thread(_send_then_reset, broker.port, frame)
+        await asyncio.to_thread(_send_then_reset, broker.proc.pid, broker.port, frame)
     await asyncio.sleep(3)  # every late answer is due by now (the fetch's 1.5 s, the produce's throttle)
 
     # The broker keeps serving, on a fresh connection, within a generous bound.
     async with await connect(broker, client_id="after") as conn:
-        r = await asyncio.wait_for(produce(conn, "late", 0, [(b"k", b"v")]), 2)
+        r = await asyncio.wait_for(produce(conn, "late", 0, [(b"k", b"v")]), 30)
         assert r["error_code"] == 0
-        got = await asyncio.wait_for(fetch(conn, [("late", 0, 0, 1 << 20)]), 2)
+        got = await asyncio.wait_for(fetch(conn, [("late", 0, 0, 1 << 20)]), 30)
         assert got[("late", 0)]["high_watermark"] == 2
     log = broker.log()
     assert "RuntimeError" not in log and "Traceback" not in log, log

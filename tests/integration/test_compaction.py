@@ -150,6 +150,13 @@ async def wait_compacted(brokers: list[BrokerProcess], topic: str, produced: Pro
                        interval=1.0)
 
 
+def _topic_notifications(broker, topic: str) -> int:  # noqa: ANN001
+    """Config change notifications for `topic` the broker has applied (its log's events)."""
+    return sum(1 for line in broker.log().splitlines()
+               if "config.notification_applied" in line and "entity_type='topics'" in line
+               and f"entity='{topic}'" in line.split())
+
+
 async def test_compaction_on_three_replicas(broker_factory, zk_server) -> None:  # noqa: ANN001
     brokers = [broker_factory(i, start=False, metrics=True, **OPTS) for i in range(3)]
     for b in brokers:
@@ -175,10 +182,14 @@ async def test_compaction_on_three_replicas(broker_factory, zk_server) -> None: 
         assert metric(b, "log_cleaner_bytes_read_total") > 0
         assert metric(b, "log_cleaner_bytes_written_total") > 0
     # delete.retention.ms lowered live: the next pass (new dirty data) removes the tombstones.
+    applied_before = [_topic_notifications(b, "table") for b in brokers]
     r = configs(zk_server.connect_string, "--entity-type", "topics", "--entity-name", "table", "--alter",
                 "--add-config", "delete.retention.ms=0")
     assert r.returncode == 0, r.stderr
-    await asyncio.sleep(1)
+    # Every broker has applied it (a fixed second before: a loaded machine could be later, and the
+    # pass below would keep the tombstones under the old delete.retention.ms).
+    await wait_for("delete.retention.ms=0 applied on every broker",
+                   lambda: all(_topic_notifications(b, "table") > n for b, n in zip(brokers, applied_before, strict=True)), 60)
     produced |= await asyncio.to_thread(produce_records, bootstrap, "table", filler(3 * SEGMENT // 200, "b"))
     await wait_compacted(brokers, "table", produced, tombstones_gone=True)
     # The log reads whole from the start, offsets as produced.

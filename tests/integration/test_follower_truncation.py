@@ -11,10 +11,9 @@ after an OFFSET_OUT_OF_RANGE, and offsets 10-14 held different messages on the t
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
+from broker.replication.replica_manager import CHECKPOINT
 from broker.zk.client import ZkClient
 from protocol.records.records import decode_records
 from tests.support.cluster import FAST
@@ -49,9 +48,10 @@ async def test_follower_beyond_the_leaders_log_truncates_and_follows(broker_fact
         assert b1.stop() == 0
         await wait_for("ISR [0]", lambda: isr_is(zk, "u", [0]))
         await produce_to(b0, 50, b"lost-")  # only on broker 0, never replicated
-        # Let the high watermark (60) reach the checkpoint file (every 5 s, as Kafka's default),
-        # so that on its return broker 0 keeps its log and fetches from beyond the leader's end.
-        await asyncio.sleep(6)
+        # Wait for the high watermark (60) to reach the checkpoint file (written every 5 s, as
+        # Kafka's default), so that on its return broker 0 keeps its log and fetches from beyond
+        # the leader's end. The file itself is the condition: a loaded machine may write it late.
+        await wait_for("high watermark 60 in broker 0's checkpoint", lambda: _checkpointed(b0, "u", 0, 60), 60)
         b0.kill()
         b1.start()
         await wait_for("broker 1 to lead", lambda: leader_is(zk, "u", 1))  # unclean: broker 1 was not in the ISR
@@ -68,7 +68,14 @@ async def test_follower_beyond_the_leaders_log_truncates_and_follows(broker_fact
         await zk.close()
 
 
-
+def _checkpointed(broker, topic: str, partition: int, offset: int) -> bool:  # noqa: ANN001
+    """Kafka's replication-offset-checkpoint (version, count, then `topic partition offset` rows)
+    lists `offset` for the partition."""
+    try:
+        rows = (broker.log_dir / CHECKPOINT).read_text().splitlines()[2:]
+    except FileNotFoundError:
+        return False
+    return f"{topic} {partition} {offset}" in rows
 
 
 async def _truncated(b0) -> bool:  # noqa: ANN001

@@ -83,6 +83,14 @@ class BrokerProcess:
         assert self.proc is not None
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
+    def rss_bytes(self) -> int:
+        """The process's resident memory (VmRSS in /proc/<pid>/status)."""
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError(f"no VmRSS for broker {self.broker_id}")
+
     def wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -1,14 +1,17 @@
 """Certificates for TLS tests, made with trustme: one CA, a broker certificate for 127.0.0.1 and
-localhost, client certificates by common name; written as the PEM files Kafka's KIP-651 keys name."""
+localhost, client certificates by common name; written as the PEM files Kafka's KIP-651 keys name,
+or as PKCS12 stores made three ways: by `cryptography`, by the `openssl` command, by Java's `keytool`."""
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import trustme
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
 
 
 @dataclass
@@ -58,3 +61,31 @@ class Certificates:
 def continued(value: str) -> str:
     """A multi-line value as Java properties continuation lines (an inline PEM in a properties file)."""
     return " \\\n    ".join(value.strip().splitlines())
+
+
+def pkcs12_keystore(identity: Identity, path: Path, password: str, made_by: str = "cryptography") -> Path:
+    """`identity`'s key and chain as a PKCS12 key store, made by `cryptography` or the `openssl` command."""
+    if made_by == "openssl":
+        subprocess.run(["openssl", "pkcs12", "-export", "-in", str(identity.pem), "-inkey", str(identity.pem),
+                        "-name", "me", "-out", str(path), "-passin", "env:KEY_PW", "-passout", "env:STORE_PW"],
+                       check=True, capture_output=True, env={"KEY_PW": "", "STORE_PW": password})
+        return path
+    key = serialization.load_pem_private_key(identity.key.encode(), None)
+    certs = x509.load_pem_x509_certificates(identity.chain.encode())
+    path.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"me", key, certs[0], certs[1:], serialization.BestAvailableEncryption(password.encode())))  # type: ignore[arg-type]
+    return path
+
+
+def pkcs12_truststore(ca_pem: Path, path: Path, password: str, made_by: str = "cryptography") -> Path:
+    """The CA certificate as a PKCS12 trust store: by `cryptography`, or by Java's keytool (a
+    trusted-certificate entry, as Kafka's own docs make them)."""
+    if made_by == "keytool":
+        subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(ca_pem),
+                        "-keystore", str(path), "-storetype", "PKCS12", "-storepass:env", "STORE_PW"],
+                       check=True, capture_output=True, env={"STORE_PW": password, "PATH": "/usr/bin:/bin"})
+        return path
+    ca = x509.load_pem_x509_certificate(ca_pem.read_bytes())
+    path.write_bytes(pkcs12.serialize_key_and_certificates(
+        None, None, None, [ca], serialization.BestAvailableEncryption(password.encode())))
+    return path

@@ -61,13 +61,13 @@ def run(session, client, version: int = 1):  # noqa: ANN001, ANN201
 def test_plain_success_and_principal() -> None:
     s = listeners(Clock()).session(Conn())
     assert s is not None
-    assert s.gate(ApiKey.API_VERSIONS, 30) is Verdict.PASS
-    assert s.gate(ApiKey.SASL_HANDSHAKE, 30) is Verdict.PASS
+    assert s.gate(ApiKey.API_VERSIONS) is Verdict.PASS
+    assert s.gate(ApiKey.SASL_HANDSHAKE) is Verdict.PASS
     hs = s.handshake("PLAIN")
     assert (hs.error, hs.mechanisms) == (ErrorCode.NONE, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
     r = run(s, PlainClient("alice", "alice-secret"))
     assert r.error == ErrorCode.NONE and r.principal == "User:alice" and r.session_lifetime_ms == 0
-    assert s.gate(ApiKey.PRODUCE, 100) is Verdict.PASS
+    assert s.gate(ApiKey.PRODUCE) is Verdict.PASS
 
 
 @pytest.mark.parametrize(("user", "password"), [("alice", "wrong"), ("nobody", "alice-secret")])
@@ -78,7 +78,7 @@ def test_plain_failure_is_kafkas_message(user: str, password: str) -> None:
     r = s.authenticate(b"\x00" + user.encode() + b"\x00" + password.encode(), 1)
     assert (r.error, r.message, r.failed) == (ErrorCode.SASL_AUTHENTICATION_FAILED,
                                               "Authentication failed: Invalid username or password", True)
-    assert s.state is State.FAILED and s.gate(ApiKey.METADATA, 10) is Verdict.CLOSE
+    assert s.state is State.FAILED and s.gate(ApiKey.METADATA) is Verdict.CLOSE
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
@@ -114,22 +114,46 @@ def test_gate_before_authentication() -> None:
     sl = listeners(Clock())
     s = sl.session(Conn())
     assert s is not None
-    assert s.gate(ApiKey.METADATA, 30) is Verdict.CLOSE_AFTER_DELAY  # IllegalSaslState: delayed close
+    assert s.gate(ApiKey.METADATA) is Verdict.CLOSE_AFTER_DELAY  # IllegalSaslState: delayed close
     s = sl.session(Conn())
     assert s is not None
-    assert s.gate(ApiKey.API_VERSIONS, 30) is Verdict.PASS
-    assert s.gate(ApiKey.API_VERSIONS, 30) is Verdict.CLOSE  # Kafka's IllegalStateException
+    assert s.gate(ApiKey.API_VERSIONS) is Verdict.PASS
+    assert s.gate(ApiKey.API_VERSIONS) is Verdict.CLOSE  # Kafka's IllegalStateException
     s = sl.session(Conn())
     assert s is not None
-    assert s.gate(ApiKey.SASL_AUTHENTICATE, 30) is Verdict.CLOSE_AFTER_DELAY  # before the handshake
-    s = sl.session(Conn())
-    assert s is not None
-    s.handshake("PLAIN")
-    assert s.gate(ApiKey.PRODUCE, 30) is Verdict.CLOSE_AFTER_DELAY  # mid-exchange
+    assert s.gate(ApiKey.SASL_AUTHENTICATE) is Verdict.CLOSE_AFTER_DELAY  # before the handshake
     s = sl.session(Conn())
     assert s is not None
     s.handshake("PLAIN")
-    assert s.gate(ApiKey.SASL_AUTHENTICATE, 524289) is Verdict.CLOSE_AFTER_DELAY  # sasl.server.max.receive.size
+    assert s.gate(ApiKey.PRODUCE) is Verdict.CLOSE_AFTER_DELAY  # mid-exchange
+
+
+def test_frame_size_bound_before_authentication() -> None:
+    """`admit_frame` sees the size prefix before the body is read: Kafka's NetworkReceive bound
+    (`size > sasl.server.max.receive.size`), an authentication failure, in every state before
+    COMPLETE and during re-authentication; none after authentication."""
+    clock = Clock()
+    sl = listeners(clock)
+    s = sl.session(Conn())
+    assert s is not None
+    assert s.admit_frame(524288) is Verdict.PASS  # at the bound: read
+    assert s.admit_frame(524289) is Verdict.CLOSE_AFTER_DELAY  # first frame, above it: refused unread
+    assert s.state is State.FAILED and s.admit_frame(10) is Verdict.CLOSE
+    s = sl.session(Conn())
+    assert s is not None
+    s.handshake("PLAIN")
+    assert s.admit_frame(50 << 20) is Verdict.CLOSE_AFTER_DELAY  # mid-exchange
+    small = listeners(clock, **{"sasl.server.max.receive.size": "100"}).session(Conn())
+    assert small is not None
+    assert small.admit_frame(100) is Verdict.PASS and small.admit_frame(101) is Verdict.CLOSE_AFTER_DELAY
+    s = listeners(clock, **{"connections.max.reauth.ms": "1000"}).session(Conn())
+    assert s is not None
+    s.handshake("PLAIN")
+    run(s, PlainClient("alice", "alice-secret"))
+    assert s.admit_frame(100 << 20) is Verdict.PASS  # authenticated: socket.request.max.bytes is the bound
+    clock.now += 2
+    assert s.handshake("PLAIN").error == ErrorCode.NONE and s.reauthenticating
+    assert s.admit_frame(524289) is Verdict.CLOSE_AFTER_DELAY  # re-authenticating: bounded again
 
 
 def test_handshake_v0_refused_and_no_session_on_other_listeners() -> None:
@@ -160,15 +184,15 @@ def test_reauthentication_kip368() -> None:
     r = run(s, ScramClient("SCRAM-SHA-512", "bob", "bob-secret"))
     assert r.session_lifetime_ms == 5000
     clock.now += 4.9
-    assert s.gate(ApiKey.FETCH, 100) is Verdict.PASS
+    assert s.gate(ApiKey.FETCH) is Verdict.PASS
     clock.now += 0.2  # expired: anything but a re-authentication closes
-    assert s.gate(ApiKey.FETCH, 100) is Verdict.CLOSE
-    assert s.gate(ApiKey.SASL_HANDSHAKE, 100) is Verdict.PASS
+    assert s.gate(ApiKey.FETCH) is Verdict.CLOSE
+    assert s.gate(ApiKey.SASL_HANDSHAKE) is Verdict.PASS
     assert s.handshake("SCRAM-SHA-512").error == ErrorCode.NONE
-    assert s.reauthenticating and s.gate(ApiKey.SASL_AUTHENTICATE, 100) is Verdict.PASS
+    assert s.reauthenticating and s.gate(ApiKey.SASL_AUTHENTICATE) is Verdict.PASS
     r = run(s, ScramClient("SCRAM-SHA-512", "bob", "bob-secret"))
     assert r.principal == "User:bob" and r.session_lifetime_ms == 5000
-    assert s.gate(ApiKey.FETCH, 100) is Verdict.PASS
+    assert s.gate(ApiKey.FETCH) is Verdict.PASS
     clock.now += 0.5  # at most one start a second
     assert s.handshake("SCRAM-SHA-512").error == ErrorCode.ILLEGAL_SASL_STATE
 

@@ -116,11 +116,14 @@ class Peer:
         try:
             while True:
                 (size,) = struct.unpack(">i", await reader.readexactly(4))
+                if session.admit_frame(size) is not Verdict.PASS:
+                    self.closed_by_gate.append(f"{size} bytes in state {session.state.name}")
+                    break
                 data = await reader.readexactly(size)
                 header, body_at = decode_request_header(data)
                 key, version = header.api_key, header.api_version
                 self.seen.append((me, key))
-                if session.gate(key, 4 + size) is not Verdict.PASS:
+                if session.gate(key) is not Verdict.PASS:
                     self.closed_by_gate.append(f"{ApiKey(key).name} in state {session.state.name}")
                     break
                 body = memoryview(data)[body_at:]

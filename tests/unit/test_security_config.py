@@ -45,8 +45,16 @@ def test_a_listener_setting_prefers_its_listener_name_prefix() -> None:
     ({"ssl.client.auth": "required"}, "ssl.client.auth", "truststore"),
     ({"ssl.enabled.protocols": "TLSv1.1"}, "ssl.enabled.protocols", "TLSv1.1"),
     ({"ssl.enabled.protocols": ""}, "ssl.enabled.protocols", "no protocol"),
-    ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type", "PEM"),
-    ({"ssl.truststore.type": "PKCS12"}, "ssl.truststore.type", "PEM"),
+    ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type", "JKS stores are not supported; convert the store to PKCS12"),
+    ({"listener.name.ssl.ssl.truststore.type": "jks"}, "listener.name.ssl.ssl.truststore.type", "-deststoretype PKCS12"),
+    ({"ssl.truststore.type": "BCFKS"}, "ssl.truststore.type", "PEM or PKCS12"),
+    ({"ssl.keystore.type": "PKCS12"}, "ssl.keystore.password", "needs its password"),
+    ({"ssl.keystore.type": "PKCS12", "ssl.keystore.password": "a", "ssl.key.password": "b"}, "ssl.key.password",
+     "one password"),
+    ({"ssl.keystore.type": "PKCS12", "ssl.keystore.password": "a", "ssl.keystore.key": "-----BEGIN"},
+     "ssl.keystore.key", "PEM"),
+    ({"ssl.truststore.type": "PKCS12", "ssl.truststore.certificates": "-----BEGIN"}, "ssl.truststore.certificates",
+     "PEM"),
     ({"ssl.principal.mapping.rules": "RULE:^CN=(.*)$/$1/X,oops"}, "ssl.principal.mapping.rules", "invalid rule"),
     ({"ssl.keystore.certificate.chain": "-----BEGIN CERTIFICATE-----"}, "ssl.keystore.location", "not both"),
     ({"ssl.endpoint.identification.algorithm": "ldap"}, "ssl.endpoint.identification.algorithm", "https"),
@@ -57,6 +65,20 @@ def test_bad_tls_settings_stop_start_up_naming_the_key(change: dict[str, str], k
         build_config({**TWO, **change})
     assert e.value.key == key
     assert why in str(e.value)
+
+
+def test_pkcs12_stores_are_read_with_their_passwords() -> None:
+    from broker.security.ssl_settings import listener_ssl_settings
+    cfg = build_config({**TWO, "ssl.keystore.type": "pkcs12", "ssl.keystore.password": "store-pw",
+                        "ssl.key.password": "store-pw", "listener.name.ssl.ssl.truststore.type": "PKCS12",
+                        "ssl.truststore.location": "/etc/kafka/trust.p12", "ssl.truststore.password": "trust-pw"})
+    tls = listener_ssl_settings(cfg, "SSL")
+    assert (tls.keystore_type, tls.keystore_password, tls.truststore_type, tls.truststore_password) == \
+        ("PKCS12", "store-pw", "PKCS12", "trust-pw")
+    assert "store-pw" not in repr(tls) and "trust-pw" not in repr(tls)
+    # A PKCS12 trust store without its password: allowed (Kafka reads it without an integrity check).
+    cfg = build_config({**TWO, "ssl.truststore.type": "PKCS12", "ssl.truststore.location": "/etc/kafka/trust.p12"})
+    assert listener_ssl_settings(cfg, "SSL").truststore_password is None
 
 
 def test_an_inline_keystore_needs_chain_and_key() -> None:
@@ -83,11 +105,23 @@ def test_client_properties() -> None:
     plain = ClientSecurity.from_properties({"sasl.username": "bob", "sasl.password": "pw"})
     assert (plain.security_protocol, plain.sasl_username, plain.sasl_password) == ("PLAINTEXT", "bob", "pw")
     assert ClientSecurity.from_properties({}).ssl_context() is None
+    p12 = ClientSecurity.from_properties({
+        "security.protocol": "SSL", "ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/me.p12",
+        "ssl.keystore.password": "spw", "ssl.truststore.type": "PKCS12", "ssl.truststore.location": "/ca.p12",
+        "ssl.truststore.password": "tpw"})
+    assert (p12.ssl_keystore_type, p12.ssl_keystore_password, p12.ssl_truststore_type, p12.ssl_truststore_password) \
+        == ("PKCS12", "spw", "PKCS12", "tpw")
+    assert "spw" not in repr(p12) and "tpw" not in repr(p12)
 
 
 @pytest.mark.parametrize("props,key", [
     ({"security.protocol": "TLS"}, "security.protocol"),
     ({"ssl.truststore.type": "JKS"}, "ssl.truststore.type"),
+    ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type"),
+    ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/me.p12"}, "ssl.keystore.password"),
+    ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/me.p12", "ssl.keystore.password": "a",
+      "ssl.key.password": "b"}, "ssl.key.password"),
+    ({"ssl.keystore.password": "x"}, "ssl.keystore.password"),
     ({"ssl.truststore.password": "x"}, "ssl.truststore.password"),
     ({"ssl.enabled.protocols": "SSLv3"}, "ssl.enabled.protocols"),
     ({"ssl.keystore.key": "x"}, "ssl.keystore.certificate.chain"),
