@@ -214,6 +214,10 @@ class ReplicaManager:
         self.descriptor_errors = 0  # calls refused for want of a descriptor (broker.log.open_files)
         # New segments still without index files, for _index_files_loop (broker.log.index_files).
         self.index_files = PendingIndexFiles()
+        # Storage errors met by stop() itself (the checkpoints, a log's close, the syncs, the
+        # markers): the shutdown failed, and the process exits 1 (broker.server.Broker.stop).
+        self._stopping = False
+        self.stop_errors = 0
         self._last_descriptor_warning_ms = float("-inf")
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -282,6 +286,7 @@ class ReplicaManager:
     async def stop(self) -> None:
         before = [time.monotonic()]
         await self._load_done.wait()  # a load still running would add logs after the closes
+        self._stopping = True
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -358,6 +363,8 @@ class ReplicaManager:
         about the disk. Kafka 2.8 takes the directory offline then; here only the call that met
         it fails (KAFKA_STORAGE_ERROR for that partition), and the event names the limits.
         """
+        if self._stopping:
+            self.stop_errors += 1
         if is_descriptor_exhaustion(error):
             self._descriptors_exhausted(operation, error)
             return
