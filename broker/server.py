@@ -319,6 +319,8 @@ class Broker:
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away before this broker exits."""
         await controlled_shutdown(self.broker_id, self.metadata, self.controller,
+                                  max_retries=self.config.controlled_shutdown_max_retries,
+                                  retry_backoff_ms=self.config.controlled_shutdown_retry_backoff_ms,
                                   security=self.inter_broker_security)
 
     async def stop(self, controlled: bool = True) -> bool:

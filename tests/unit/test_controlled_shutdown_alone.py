@@ -5,6 +5,7 @@ controller's event queue; with another live broker the request goes through the 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from broker.controlled_shutdown import alone, controlled_shutdown
 from broker.controller.controller import Controller
@@ -53,3 +54,31 @@ def test_not_alone_while_this_broker_knows_of_another_or_is_not_the_controller()
     controller, metadata = _controller_alone_with([0])
     controller.ctx.active = False
     assert not alone(0, metadata, controller)
+
+
+async def test_retries_as_kafka_at_most_max_retries_requests_backoff_apart(monkeypatch) -> None:  # noqa: ANN001
+    """controlled.shutdown.max.retries requests in all while partitions remain led here, each
+    controlled.shutdown.retry.backoff.ms after the one before; none after the last; stops at the
+    first answer that leaves nothing here."""
+    controller, metadata = _controller_alone_with([0, 1])
+    asked: list[float] = []
+    answers: list[list[tuple[str, int]]] = []
+
+    async def answer(broker_id: int, epoch: int) -> list[tuple[str, int]]:
+        asked.append(time.monotonic())
+        return answers.pop(0)
+    monkeypatch.setattr(controller, "controlled_shutdown", answer)
+
+    answers[:] = [[("t", 0)]] * 4
+    await controlled_shutdown(0, metadata, controller, max_retries=4, retry_backoff_ms=30)
+    assert len(asked) == 4 and answers == []
+    assert all(later - earlier >= 0.03 for earlier, later in zip(asked, asked[1:], strict=False))
+
+    asked.clear()
+    answers[:] = [[("t", 0)], [], [("t", 0)]]
+    await controlled_shutdown(0, metadata, controller, max_retries=3, retry_backoff_ms=1)
+    assert len(asked) == 2 and answers == [[("t", 0)]]  # done at the second
+
+    asked.clear()
+    await controlled_shutdown(0, metadata, controller, max_retries=0, retry_backoff_ms=1)
+    assert asked == []  # Kafka's loop runs while retries remain: none asked
