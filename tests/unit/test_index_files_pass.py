@@ -133,3 +133,29 @@ async def test_out_of_descriptors_the_files_are_made_at_the_next_pass(rm: Replic
     await rm.make_pending_index_files()
     assert all(has_files(seg) for p in parts for seg in p.log.segments)
     await rm.stop()
+
+
+async def test_a_shutdown_creates_no_file_for_a_partition_never_written(rm: ReplicaManager, tmp_path: Path) -> None:
+    """A new partition's first close (a SIGTERM right after creating 10,000 of them) creates
+    neither index files nor a producer snapshot for a log that holds nothing; the next start
+    creates none either, and the first append's partition gets them as before."""
+    lead(rm, 0)  # never written
+    written = lead(rm, 1)
+    assert rm.append(written, records(2), acks=1).error_code == ErrorCode.NONE
+    await rm.sync_epochs()  # the leader-epoch checkpoints, written before LeaderAndIsr is answered
+    before = {p.name: sorted(f.name for f in p.iterdir()) for p in tmp_path.glob("t-*")}
+    await rm.stop()
+    after = {p.name: sorted(f.name for f in p.iterdir()) for p in tmp_path.glob("t-*")}
+    assert after["t-0"] == before["t-0"]
+    assert set(after["t-1"]) - set(before["t-1"]) == {
+        "00000000000000000000.index", "00000000000000000000.timeindex", "00000000000000000002.snapshot"}
+
+    again = ReplicaManager(rm.config, ZkClient("127.0.0.1:1"), Registry(), clock=lambda: 0.0)
+    await again.load_logs()
+    part = lead(again, 0)
+    assert part.log_end_offset == 0 and sorted(f.name for f in (tmp_path / "t-0").iterdir()) == before["t-0"]
+    assert len(again.index_files) == 1  # its files are the background pass's to make
+    assert again.append(part, records(1), acks=1).error_code == ErrorCode.NONE
+    await again.stop()
+    assert {"00000000000000000000.index", "00000000000000000000.timeindex", "00000000000000000001.snapshot"} <= {
+        f.name for f in (tmp_path / "t-0").iterdir()}
