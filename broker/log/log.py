@@ -158,8 +158,9 @@ class Log:
 
         A segment with no bytes and neither index file (a new segment closed before its files
         were made) is taken as it is, clean or not: empty indexes, nothing to recover; its files
-        are made later like a new segment's (`index_files`, broker.log.index_files). Kafka 2.8
-        logs an error and recovers it (LogSegment.sanityCheck, then recoverSegment).
+        are made after its first append, like a new segment's (`index_files`,
+        broker.log.index_files). Kafka 2.8 logs an error and recovers it (LogSegment.sanityCheck,
+        then recoverSegment).
 
         `log_start_offset` is the checkpointed log start; the log starts at the larger of it and
         the first segment's base (and never above its end).

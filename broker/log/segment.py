@@ -136,7 +136,7 @@ class Segment:
                  "_keys", "_positions", "_bytes_since_index", "time_index_existed",
                  "_time_index", "_timestamps", "_file", "_pool", "_pinned", "_closed", "_index_on_disk",
                  "_time_on_disk", "_index_cut", "_time_cut", "_files_made", "_index_lazy", "_time_lazy",
-                 "__weakref__")
+                 "_pending", "__weakref__")
 
     def __init__(self, directory: Path, base_offset: int, index_interval: int, *, create: bool,
                  pool: OpenFiles | None = None, pinned: bool = True,
@@ -174,10 +174,12 @@ class Segment:
                 path.unlink(missing_ok=True)
         self.size = os.fstat(self._file.fd).st_size
         # An empty segment opened with neither index file (its files were never made: a shutdown
-        # creates none for a segment without bytes) is a new segment again: its indexes are empty,
-        # which is all the missing files could have said (broker.log.index_files).
+        # creates none for a segment without bytes) has empty indexes, which is all the missing
+        # files could have said (broker.log.index_files). It is registered for the background pass
+        # at its first append, not now: 10,000 of them made at a restart would compete with it.
         self._files_made = not create and (self.size > 0 or self.index_existed or self.time_index_existed)
-        if not self._files_made and pending is not None:
+        self._pending = pending
+        if create and pending is not None:
             pending.add(self)
         if not pinned:
             self._pool.idle(self)
@@ -573,6 +575,8 @@ class Segment:
                 raise RollbackFailed(named, cut) from e
             raise named from e
         self.size = pos + n
+        if not self._files_made and pos == 0 and self._pending is not None:
+            self._pending.add(self)  # its first bytes: files to make (again, if a pass took it already)
         if index_point:
             # Kafka's LogSegment.append: at most one index point per append, at its first entry,
             # once more than index_interval bytes were appended since the last point. Walking

@@ -1,6 +1,6 @@
 """A segment that holds no bytes needs no index files (broker.log.index_files): closing it creates
 none, and opening it without them (clean or after a kill) neither recovers nor rebuilds it; its
-files are made later by the broker's background pass, like a new segment's. A segment that holds
+files are made by the broker's background pass once it is written to, like a new segment's. A segment that holds
 bytes and lacks its index is rebuilt from the log at open, as before (and as Kafka does)."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_closing_an_empty_new_segment_creates_no_index_files(tmp_path: Path, dur
 
 
 @pytest.mark.parametrize("clean", [True, False])
-def test_an_empty_segment_without_index_files_opens_as_it_is_and_is_pending(tmp_path: Path, clean: bool,
+def test_an_empty_segment_without_index_files_opens_as_it_is_and_is_pending_once_written(tmp_path: Path, clean: bool,
                                                                             recoveries: list[int]) -> None:
     open_log(tmp_path).close(durable=False)
     pending = PendingIndexFiles()
@@ -74,11 +74,12 @@ def test_an_empty_segment_without_index_files_opens_as_it_is_and_is_pending(tmp_
     assert recoveries == []  # no recovery, no rebuild scan
     seg = log.segments[-1]
     assert (log.log_end_offset, log.size_bytes, seg.index_entries, len(seg.time_index)) == (0, 0, [], 0)
-    assert pending.take() == [seg]  # made later, by the background pass
+    assert len(pending) == 0  # not at the open: a restart makes no files for segments never written
+    fill(log, 5)  # and it is an ordinary active segment from then on
+    assert pending.take() == [seg]  # its first append registered it for the background pass
     assert make_index_files([seg]) == (1, None)
     seg.files_were_made()
     assert index_files(tmp_path) == ["00000000000000000000.index", "00000000000000000000.timeindex"]
-    fill(log, 5)  # and it is an ordinary active segment from then on
     log.close()
     again = open_log(tmp_path, clean=True)
     assert again.log_end_offset == 5 and recoveries == []
@@ -99,7 +100,9 @@ def test_an_empty_segment_after_a_roll_base_and_truncation_keeps_its_offsets(tmp
     assert f"{base:020d}.index" not in index_files(tmp_path)  # never made: nothing was left to write
     pending = PendingIndexFiles()
     again = open_log(tmp_path, pending, clean=True)
-    assert again.log_end_offset == base and [s.base_offset for s in pending.take()] == [base]
+    assert again.log_end_offset == base and len(pending) == 0
+    fill(again, 1)
+    assert [s.base_offset for s in pending.take()] == [base]
     assert recoveries == []
     again.close()
 

@@ -154,8 +154,9 @@ async def test_a_shutdown_creates_no_file_for_a_partition_never_written(rm: Repl
     await again.load_logs()
     part = lead(again, 0)
     assert part.log_end_offset == 0 and sorted(f.name for f in (tmp_path / "t-0").iterdir()) == before["t-0"]
-    assert len(again.index_files) == 1  # its files are the background pass's to make
+    assert len(again.index_files) == 0  # none made at the start for a segment never written
     assert again.append(part, records(1), acks=1).error_code == ErrorCode.NONE
+    assert len(again.index_files) == 1  # its first append: the background pass's to make
     await again.stop()
     assert {"00000000000000000000.index", "00000000000000000000.timeindex", "00000000000000000001.snapshot"} <= {
         f.name for f in (tmp_path / "t-0").iterdir()}
