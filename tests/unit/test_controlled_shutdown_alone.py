@@ -5,8 +5,9 @@ controller's event queue; with another live broker the request goes through the 
 from __future__ import annotations
 
 import asyncio
-import time
+from types import SimpleNamespace
 
+from broker import controlled_shutdown as controlled_shutdown_module
 from broker.controlled_shutdown import alone, controlled_shutdown
 from broker.controller.controller import Controller
 from broker.metadata import MetadataCache
@@ -61,24 +62,27 @@ async def test_retries_as_kafka_at_most_max_retries_requests_backoff_apart(monke
     controlled.shutdown.retry.backoff.ms after the one before; none after the last; stops at the
     first answer that leaves nothing here."""
     controller, metadata = _controller_alone_with([0, 1])
-    asked: list[float] = []
+    steps: list[object] = []  # ("ask",) per request, the seconds of each wait between
     answers: list[list[tuple[str, int]]] = []
 
     async def answer(broker_id: int, epoch: int) -> list[tuple[str, int]]:
-        asked.append(time.monotonic())
+        steps.append("ask")
         return answers.pop(0)
+
+    async def sleep(seconds: float) -> None:
+        steps.append(seconds)
     monkeypatch.setattr(controller, "controlled_shutdown", answer)
+    monkeypatch.setattr(controlled_shutdown_module, "asyncio", SimpleNamespace(sleep=sleep))
 
     answers[:] = [[("t", 0)]] * 4
-    await controlled_shutdown(0, metadata, controller, max_retries=4, retry_backoff_ms=30)
-    assert len(asked) == 4 and answers == []
-    assert all(later - earlier >= 0.03 for earlier, later in zip(asked, asked[1:], strict=False))
+    await controlled_shutdown(0, metadata, controller, max_retries=4, retry_backoff_ms=250)
+    assert steps == ["ask", 0.25, "ask", 0.25, "ask", 0.25, "ask"] and answers == []
 
-    asked.clear()
+    steps.clear()
     answers[:] = [[("t", 0)], [], [("t", 0)]]
-    await controlled_shutdown(0, metadata, controller, max_retries=3, retry_backoff_ms=1)
-    assert len(asked) == 2 and answers == [[("t", 0)]]  # done at the second
+    await controlled_shutdown(0, metadata, controller, max_retries=3, retry_backoff_ms=5000)
+    assert steps == ["ask", 5.0, "ask"] and answers == [[("t", 0)]]  # done at the second
 
-    asked.clear()
+    steps.clear()
     await controlled_shutdown(0, metadata, controller, max_retries=0, retry_backoff_ms=1)
-    assert asked == []  # Kafka's loop runs while retries remain: none asked
+    assert steps == []  # Kafka's loop runs while retries remain: none asked
