@@ -219,6 +219,10 @@ class BrokerConfig:
     controller_quota_window_num: int = 11
     controller_quota_window_size_seconds: int = 1
     controlled_shutdown_enable: bool = True
+    # Kafka 2.8's: ControlledShutdown requests sent in all (not retries after the first), and the
+    # wait after one that leaves partitions led here or fails (broker.controlled_shutdown).
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5000
     metrics_listener: str | None = None
     # Project key (Kafka has none): segment .log files kept open at once, active ones included;
     # 0 derives it from the soft RLIMIT_NOFILE (three quarters of it). See broker/log/open_files.py.
@@ -420,6 +424,8 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "controller.quota.window.num": ("controller_quota_window_num", _positive),
     "controller.quota.window.size.seconds": ("controller_quota_window_size_seconds", _positive),
     "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool),
+    "controlled.shutdown.max.retries": ("controlled_shutdown_max_retries", _non_negative),
+    "controlled.shutdown.retry.backoff.ms": ("controlled_shutdown_retry_backoff_ms", _non_negative),
     "metrics.listener": ("metrics_listener", lambda k, v: v.strip() or None),
     "log.max.open.segment.files": ("log_max_open_segment_files", _non_negative),
     "replication.throttle.leftover.warn.ms": ("replication_throttle_leftover_warn_ms", _positive),

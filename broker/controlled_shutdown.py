@@ -1,8 +1,12 @@
 """Controlled shutdown, the leaving broker's side: ask the controller to move leadership away.
 
 The active controller may be this broker itself; otherwise the request goes over the wire
-(ControlledShutdown v2, naming this broker with its epoch: the czxid of its registration)
-and is retried while partitions remain led here.
+(ControlledShutdown v2, naming this broker with its epoch: the czxid of its registration).
+As Kafka 2.8's KafkaServer.controlledShutdown: at most `controlled.shutdown.max.retries` requests
+in all (3), `controlled.shutdown.retry.backoff.ms` (5000) apart, while one fails or leaves
+partitions led here; then the broker shuts down anyway. Departures: no wait after the last
+request (Kafka sleeps the backoff once more before giving up), and no request at all while no
+controller is known (Kafka spends its attempts waiting for one).
 
 Departure: when this broker is the controller and the only live broker it and its controller
 know of, there is nowhere to move leadership, so nothing is asked: Kafka's controller would
@@ -29,12 +33,15 @@ log = structlog.get_logger()
 
 
 async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controller: Controller,
-                              attempts: int = 3, security: ClientSecurity | None = None) -> None:
-    """Ask the controller to move leadership away before this broker exits."""
+                              max_retries: int = 3, retry_backoff_ms: int = 5000,
+                              security: ClientSecurity | None = None) -> None:
+    """Ask the controller to move leadership away before this broker exits (module docstring)."""
     if alone(broker_id, metadata, controller):
         log.info("broker.controlled_shutdown_done", alone=True)
         return
-    for attempt in range(attempts):
+    for attempt in range(max_retries):
+        if attempt:
+            await asyncio.sleep(retry_backoff_ms / 1000)
         cid = metadata.controller_id
         epoch = controller.epochs.broker_epoch
         asked = time.monotonic()
@@ -66,8 +73,7 @@ async def controlled_shutdown(broker_id: int, metadata: MetadataCache, controlle
                              error=ErrorCode.name_of(resp["error_code"]))
             except Exception as e:
                 log.info("broker.controlled_shutdown_retry", attempt=attempt, error=type(e).__name__)
-        await asyncio.sleep(1)
-    log.warning("broker.controlled_shutdown_incomplete")
+    log.warning("broker.controlled_shutdown_incomplete", attempts=max_retries)
 
 
 def alone(broker_id: int, metadata: MetadataCache, controller: Controller) -> bool:

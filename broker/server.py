@@ -76,21 +76,25 @@ def _listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:
 
 
 async def stop_phase(phases: dict[str, float], name: str, step: Callable[[], Awaitable[object]],
-                     limit_s: float | None = None) -> None:
+                     limit_s: float | None = None) -> bool:
     """One phase of Broker.stop: timed into `phases` and logged; given up after `limit_s`; a
-    failure is logged, not raised, so that the phases after it (the logs' close) still run."""
+    failure is logged, not raised, so that the phases after it (the logs' close) still run.
+    Whether it completed: a phase that raised or was given up makes the process exit 1."""
     t0 = time.monotonic()
+    done = False
     try:
         if limit_s is None:
             await step()
         else:
             await asyncio.wait_for(step(), limit_s)
+        done = True
     except TimeoutError:
         log.warning("broker.stop_step_timeout", step=name, limit_s=limit_s)
     except Exception:
         log.exception("broker.stop_step_failed", step=name)
     phases[name] = round(time.monotonic() - t0, 3)
     log.info("broker.stop_phase", phase=name, s=phases[name])
+    return done
 
 
 class Broker:
@@ -315,21 +319,29 @@ class Broker:
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away before this broker exits."""
         await controlled_shutdown(self.broker_id, self.metadata, self.controller,
+                                  max_retries=self.config.controlled_shutdown_max_retries,
+                                  retry_backoff_ms=self.config.controlled_shutdown_retry_backoff_ms,
                                   security=self.inter_broker_security)
 
-    async def stop(self, controlled: bool = True) -> None:
+    async def stop(self, controlled: bool = True) -> bool:
         """Kafka 2.8's KafkaServer.shutdown order: controlled shutdown (leadership moved away while
         this broker still serves), then fetchers, controller, listeners, the coordinators, the logs
         (LogManager.shutdown: closed, synced, the clean-shutdown marker) and the ZooKeeper session.
         Every phase is timed (`broker.stop_phase`) and every wait on a peer is bounded, so SIGTERM
         ends in an exit whatever a peer is doing; a phase that fails is logged and the next runs
-        (the logs must close whatever went wrong before them)."""
+        (the logs must close whatever went wrong before them).
+
+        Returns whether every phase completed and every log closed cleanly; if not, the failed
+        phases are logged (`broker.stop_failed`) and `minibroker serve` exits 1, as Kafka 2.8's
+        shutdown hook halts with 1 when its shutdown fails."""
         log.info("broker.stopping")
         started = time.monotonic()
         phases: dict[str, float] = {}
+        failed: list[str] = []
 
         async def phase(name: str, step: Callable[[], Awaitable[object]], limit_s: float | None = None) -> None:
-            await stop_phase(phases, name, step, limit_s)
+            if not await stop_phase(phases, name, step, limit_s):
+                failed.append(name)
 
         if self._leftover_task is not None:
             self._leftover_task.cancel()
@@ -346,10 +358,17 @@ class Broker:
         await phase("log_cleaner", self.log_cleaner.stop)
         await phase("group_store", self.group_store.stop)
         await phase("logs", self.replicas.stop)
+        if self.replicas.stop_errors and "logs" not in failed:  # a storage error in the close itself
+            failed.append("logs")
         await phase("zookeeper", self.zk.close, 10)
         log.info("broker.stopped", total_s=round(time.monotonic() - started, 3), phases=phases)
+        if failed:
+            log.error("broker.stop_failed", failed_phases=failed, log_close_errors=self.replicas.stop_errors,
+                      exit_code=1)
+        return not failed
 
-    async def run_until_signal(self) -> None:
+    async def run_until_signal(self) -> bool:
+        """Serves until SIGTERM or SIGINT, then stops: whether the shutdown completed (Broker.stop)."""
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -359,6 +378,7 @@ class Broker:
             watchdog.start()
         await self.start()
         await stop.wait()
-        await self.stop()
+        stopped = await self.stop()
         if watchdog is not None:
             watchdog.stop()
+        return stopped

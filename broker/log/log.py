@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.errors import InvalidAppend, KafkaStorageError, OffsetOutOfRange
+from broker.log.index_files import PendingIndexFiles
 from broker.log.open_files import SEGMENT_FILES, OpenFile, OpenFiles, is_descriptor_exhaustion
 from broker.log.retention import SegmentStat, should_roll_on_time
 from broker.log.segment import HEADER, U32_MAX, Segment, segment_name
@@ -105,13 +106,15 @@ class Log:
     """Segments of one partition in `directory`; see the module docstring."""
 
     def __init__(self, directory: Path, segment_bytes: int, index_interval_bytes: int,
-                 clock: Callable[[], int] = _wall_ms, open_files: OpenFiles | None = None) -> None:
+                 clock: Callable[[], int] = _wall_ms, open_files: OpenFiles | None = None,
+                 index_files: PendingIndexFiles | None = None) -> None:
         if not 0 < segment_bytes <= U32_MAX:
             raise ValueError(f"segment_bytes must be in (0, {U32_MAX}], got {segment_bytes}")
         if index_interval_bytes <= 0:
             raise ValueError(f"index_interval_bytes must be positive, got {index_interval_bytes}")
         self.directory = directory
         self.open_files = open_files or SEGMENT_FILES
+        self.index_files = index_files  # where its segments without index files register (the broker's pass)
         self.segment_bytes = segment_bytes
         self.index_interval_bytes = index_interval_bytes
         self._segments: list[Segment] = []
@@ -139,7 +142,8 @@ class Log:
     @classmethod
     def open(cls, directory: Path, segment_bytes: int = 1 << 30, index_interval_bytes: int = 4096,
              log_start_offset: int = 0, clock: Callable[[], int] = _wall_ms,
-             open_files: OpenFiles | None = None, clean_shutdown: bool = False) -> Log:
+             open_files: OpenFiles | None = None, clean_shutdown: bool = False,
+             index_files: PendingIndexFiles | None = None) -> Log:
         """Open (creating if needed) and recover the log in `directory`.
 
         The log was closed cleanly if its directory holds the `.clean_shutdown` marker (consumed
@@ -152,11 +156,17 @@ class Log:
         rebuilt the same way; a bad entry there also drops every later segment, because the log
         must stay contiguous.
 
+        A segment with no bytes and neither index file (a new segment closed before its files
+        were made) is taken as it is, clean or not: empty indexes, nothing to recover; its files
+        are made after its first append, like a new segment's (`index_files`,
+        broker.log.index_files). Kafka 2.8 logs an error and recovers it (LogSegment.sanityCheck,
+        then recoverSegment).
+
         `log_start_offset` is the checkpointed log start; the log starts at the larger of it and
         the first segment's base (and never above its end).
         """
         directory = Path(directory)
-        log = cls(directory, segment_bytes, index_interval_bytes, clock, open_files)
+        log = cls(directory, segment_bytes, index_interval_bytes, clock, open_files, index_files)
         log.opened_clean = clean_shutdown
         try:
             try:
@@ -217,6 +227,11 @@ class Log:
             self._segments.append(seg)
             self._bases.append(base)
             last = i == len(bases) - 1
+            if not seg.files_made:
+                # Empty, no index files (Segment.__init__): what they would say is known.
+                if last:
+                    next_offset = base
+                continue
             if clean and seg.index_existed and seg.time_index_existed:
                 # Kafka's LazyIndex: after a clean shutdown the indexes are read on first use
                 # (broker.log.segment); the active segment's offset index now, for its end offset.
@@ -306,7 +321,7 @@ class Log:
 
     def _segment(self, base: int, *, create: bool, pinned: bool = True, names: set[str] | None = None) -> Segment:
         return Segment(self.directory, base, self.index_interval_bytes, create=create, pool=self.open_files,
-                       pinned=pinned, names=names)
+                       pinned=pinned, names=names, pending=self.index_files)
 
     def _roll(self) -> Segment:
         old = self._segments[-1]

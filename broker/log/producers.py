@@ -154,9 +154,16 @@ class PartitionProducers:
 
     def take_snapshot(self, sync: bool = True) -> None:
         """Write `<map end offset>.snapshot` unless it exists already (fsynced unless not `sync`:
-        the broker's shutdown syncs the whole file system once instead)."""
+        the broker's shutdown syncs the whole file system once instead).
+
+        None for a log that holds no offset and has no snapshot: there is nothing it could spare a
+        later load from reading. Kafka 2.8's takeSnapshot writes one only when the map end is past
+        the last snapshot's offset, which starts at the log start; here that saves a new
+        partition's first close (and its first clean open) a file creation."""
         off = self.states.map_end_offset
         if off == self._snap_offset:
+            return
+        if self._snap_offset < 0 and off <= self.log.log_start_offset:
             return
         path = snapshot_path(self.directory, off)
         tmp = path.with_suffix(".snapshot.tmp")

@@ -25,7 +25,9 @@ segment's for good; an older segment's is opened on demand and given back under 
 index files hold no descriptor: appends add their points in memory, and `write_indexes` writes
 what the files lack at roll, flush and close (Kafka's indexes are mmap'd and flushed then too).
 An active segment's index files are therefore only trusted after a clean shutdown, which is what
-recovery already assumed: after a kill the last segment is rebuilt from its log.
+recovery already assumed: after a kill the last segment is rebuilt from its log. A segment that
+holds no bytes needs no index files: missing ones stand for empty ones, so none is created for
+it at a shutdown and an open neither recovers nor rebuilds it (broker.log.index_files).
 
 Lazy indexes (Kafka's LazyIndex): after a clean shutdown the log opens a segment with
 `defer_indexes()` instead of reading its index files, and each index is read on first use (a
@@ -53,6 +55,7 @@ from pathlib import Path
 import crc32c
 import structlog
 
+from broker.log.index_files import PendingIndexFiles
 from broker.log.open_files import SEGMENT_FILES, OpenFile, OpenFiles
 from broker.log.small_files import read_small
 from broker.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
@@ -133,11 +136,12 @@ class Segment:
                  "_keys", "_positions", "_bytes_since_index", "time_index_existed",
                  "_time_index", "_timestamps", "_file", "_pool", "_pinned", "_closed", "_index_on_disk",
                  "_time_on_disk", "_index_cut", "_time_cut", "_files_made", "_index_lazy", "_time_lazy",
-                 "__weakref__")
+                 "_pending", "__weakref__")
 
     def __init__(self, directory: Path, base_offset: int, index_interval: int, *, create: bool,
                  pool: OpenFiles | None = None, pinned: bool = True,
-                 names: frozenset[str] | set[str] | None = None) -> None:
+                 names: frozenset[str] | set[str] | None = None,
+                 pending: PendingIndexFiles | None = None) -> None:
         self.base_offset = base_offset
         name = segment_name(base_offset)
         # One path object: the index files' are made when used (a log's open needs neither).
@@ -161,14 +165,22 @@ class Segment:
         if create:
             flags |= os.O_TRUNC
         self._file = self._pool.open(self.log_path, flags)
-        # A new segment's index files are made by its first `write_indexes` (roll, flush, close):
-        # two file creations fewer per new partition. Until then a kill leaves it the last
+        # A new segment's index files are made by the background pass (`make_files`, registered
+        # in `pending`) or by its first `write_indexes` (roll, flush, close) that has something to
+        # write: two file creations fewer per new partition. Until then a kill leaves it the last
         # segment, which recovery rebuilds anyway. A stale pair from an earlier life goes now.
-        self._files_made = not create
         if create:
             for path in (self.index_path, self.time_index_path):
                 path.unlink(missing_ok=True)
         self.size = os.fstat(self._file.fd).st_size
+        # An empty segment opened with neither index file (its files were never made: a shutdown
+        # creates none for a segment without bytes) has empty indexes, which is all the missing
+        # files could have said (broker.log.index_files). It is registered for the background pass
+        # at its first append, not now: 10,000 of them made at a restart would compete with it.
+        self._files_made = not create and (self.size > 0 or self.index_existed or self.time_index_existed)
+        self._pending = pending
+        if create and pending is not None:
+            pending.add(self)
         if not pinned:
             self._pool.idle(self)
         self._keys = _u32_array()
@@ -289,6 +301,8 @@ class Segment:
             self._sync_deferred(sync)
         keys = len(self._keys)
         times = len(self._time_index)
+        if not self._files_made and not (self.size or keys or times):
+            return  # no bytes, no entries: missing files are empty ones (none created at a shutdown)
         if self._index_lazy:
             pass
         elif keys != self._index_on_disk or sync or self._index_cut or not self._files_made:
@@ -333,8 +347,13 @@ class Segment:
 
     @property
     def files_made(self) -> bool:
-        """Its index files exist (a new segment's are made by its first write_indexes, or by make_files)."""
+        """Its index files exist (a new segment's are made by its first write_indexes that has
+        something to write, or by make_files)."""
         return self._files_made
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def make_files(self) -> None:
         """Creates its index files, empty, where missing, so that its first write_indexes (at a
@@ -556,6 +575,8 @@ class Segment:
                 raise RollbackFailed(named, cut) from e
             raise named from e
         self.size = pos + n
+        if not self._files_made and pos == 0 and self._pending is not None:
+            self._pending.add(self)  # its first bytes: files to make (again, if a pass took it already)
         if index_point:
             # Kafka's LogSegment.append: at most one index point per append, at its first entry,
             # once more than index_interval bytes were appended since the last point. Walking

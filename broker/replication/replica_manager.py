@@ -72,6 +72,7 @@ import structlog
 from broker.config import BrokerConfig
 from broker.log import FileSlice, KafkaStorageError, Log, OffsetOutOfRange
 from broker.log.dirs import InvalidPartitionName, partition_dir
+from broker.log.index_files import PendingIndexFiles, make_index_files
 from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.log.leader_epoch_checkpoint import DeferredSyncs, LeaderEpochFile
 from broker.log.log import fsync_dir
@@ -211,6 +212,12 @@ class ReplicaManager:
         self.epoch_syncs = DeferredSyncs()
         self._epoch_sync_lock = asyncio.Lock()
         self.descriptor_errors = 0  # calls refused for want of a descriptor (broker.log.open_files)
+        # New segments still without index files, for _index_files_loop (broker.log.index_files).
+        self.index_files = PendingIndexFiles()
+        # Storage errors met by stop() itself (the checkpoints, a log's close, the syncs, the
+        # markers): the shutdown failed, and the process exits 1 (broker.server.Broker.stop).
+        self._stopping = False
+        self.stop_errors = 0
         self._last_descriptor_warning_ms = float("-inf")
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -279,6 +286,7 @@ class ReplicaManager:
     async def stop(self) -> None:
         before = [time.monotonic()]
         await self._load_done.wait()  # a load still running would add logs after the closes
+        self._stopping = True
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -355,6 +363,8 @@ class ReplicaManager:
         about the disk. Kafka 2.8 takes the directory offline then; here only the call that met
         it fails (KAFKA_STORAGE_ERROR for that partition), and the event names the limits.
         """
+        if self._stopping:
+            self.stop_errors += 1
         if is_descriptor_exhaustion(error):
             self._descriptors_exhausted(operation, error)
             return
@@ -436,7 +446,8 @@ class ReplicaManager:
         it on worker threads. What it changes in the epochs is written by the role given later.
         `clean`: the log dir's clean-shutdown marker was there (else the partition's own counts)."""
         plog = Log.open(directory, segment_bytes=segment_bytes or self.config.log_segment_bytes,
-                        log_start_offset=self._start_checkpointed.get((topic, index), 0), clean_shutdown=clean)
+                        log_start_offset=self._start_checkpointed.get((topic, index), 0), clean_shutdown=clean,
+                        index_files=self.index_files)
         producers = PartitionProducers(plog, self.config.transactional_id_expiration_ms)
         try:
             # What open changes is written by become_leader's new epoch or become_follower.
@@ -603,32 +614,41 @@ class ReplicaManager:
             await self.sync_epochs()
 
     async def _index_files_loop(self) -> None:
-        """A new partition's index files made in the background, a few seconds after it is created.
+        """New segments' index files made in the background, a few seconds after the segment.
 
-        A new segment's index files are made by its first write_indexes (creating 10,000 partitions
-        creates 20,000 files fewer), which for a partition created and never rolled is its close: a
-        SIGTERM soon after creating 10,000 partitions creates 30,000 files (with the producer
-        snapshots), ~0.3-0.6 ms of kernel time each on this machine's ext4, 2.8 s of shutdown on a
-        quiet machine and 10.5 s under two busy loops. Made here, on one worker thread, a chunk at a
-        time, they are off both paths; the close then only writes into them."""
+        A new segment's index files are not made with it (creating 10,000 partitions creates 20,000
+        files fewer): a SIGTERM soon after creating 10,000 partitions would otherwise create them
+        in its close, ~0.3-0.6 ms of kernel time each on this machine's ext4, 2.8 s of shutdown on
+        a quiet machine and 10.5 s under two busy loops. Made here, on one worker thread, a chunk
+        at a time, they are off both paths; the close then only writes into them (and creates
+        none for a segment still empty). Only the segments registered as pending are looked at,
+        so a pass with nothing pending costs nothing (walking 10,000 partitions cost ~1 ms of the
+        loop every pass). An I/O error fails the log directory, as any other storage error does;
+        out of descriptors, the segments left are tried again at the next pass."""
         while True:
             await asyncio.sleep(_INDEX_FILES_EVERY_S)
-            # The active segment looked at directly: copying 10,000 segment lists each pass stalled
-            # the loop 2.7 ms every 2 s.
-            pending = [seg for part in self.partitions.values()
-                       if not part.offline and (seg := part.log.active_segment) is not None
-                       and not seg.files_made]
-            for i in range(0, len(pending), _CHUNK):
-                chunk = pending[i:i + _CHUNK]
-                try:
-                    await asyncio.to_thread(_make_index_files, chunk)
-                except OSError as e:
-                    # Not a failed directory by itself: the segment's own write_indexes creates them
-                    # (and reports a failure) as before.
-                    log.warning("log.index_files_failed", error=str(e))
-                    break
-                for seg in chunk:
-                    seg.files_were_made()
+            if len(self.index_files):
+                await self.make_pending_index_files()
+
+    async def make_pending_index_files(self) -> None:
+        """One pass of _index_files_loop: the files of every segment pending, a chunk a job."""
+        if self.log_dir_offline:
+            self.index_files.take()  # nothing more is written to a failed directory
+            return
+        pending = [seg for seg in self.index_files.take() if not seg.files_made and not seg.closed]
+        for i in range(0, len(pending), _CHUNK):
+            chunk = pending[i:i + _CHUNK]
+            made, error = await asyncio.to_thread(make_index_files, chunk)
+            for seg in chunk[:made]:
+                seg.files_were_made()
+            if error is not None:
+                failed = chunk[made]
+                self.fail_dir("make index files", KafkaStorageError(failed.log_path.parent, "make index files", error))
+                if not self.log_dir_offline:  # out of descriptors: the rest waits for the next pass
+                    self.index_files.add_all(pending[i + made:])
+                return
+            if self.log_dir_offline:  # failed meanwhile (an append, a checkpoint)
+                return
 
     async def sync_epochs(self) -> None:
         """The leader-epoch checkpoints written since the last call, fsynced together on worker
@@ -1182,11 +1202,6 @@ async def _in_chunks(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor, 
     chunks = await asyncio.gather(*(loop.run_in_executor(pool, run, items[i:i + _CHUNK])
                                     for i in range(0, len(items), _CHUNK)))
     return [result for chunk in chunks for result in chunk]
-
-
-def _make_index_files(segments: list[Segment]) -> None:
-    for seg in segments:
-        seg.make_files()
 
 
 def _write_marker(path: Path) -> None:

@@ -47,7 +47,7 @@ def _serve(args: argparse.Namespace) -> int:
             log.error("broker.config_refused", key=e.key, reason=e.why)
             return 2
         try:
-            await broker.run_until_signal()
+            stopped = await broker.run_until_signal()
         except StartupError as e:
             log.error("broker.startup_refused", reason=str(e))
             await broker.zk.close()
@@ -55,8 +55,10 @@ def _serve(args: argparse.Namespace) -> int:
         # Broker.stop has made every log durable, written the clean-shutdown marker and closed the
         # ZooKeeper session: nothing is left to do but exit. The interpreter's teardown (cancelling
         # the tasks left, joining worker threads, freeing every partition's objects) took 0.5-0.75 s
-        # more at 10,000 partitions, and would wait on any thread still in a system call.
-        exit_now(0)
+        # more at 10,000 partitions, and would wait on any thread still in a system call. A
+        # shutdown that failed (a phase raised or overran, a log did not close: `broker.stop_failed`)
+        # exits 1, as Kafka 2.8's shutdown hook halts with 1.
+        exit_now(0 if stopped else 1)
         return 0
 
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import shutil
 import socket
 import struct
 import time
@@ -220,6 +221,20 @@ async def test_sigterm_exits_zero_and_data_survives(broker) -> None:  # noqa: AN
         await wait_leaders(conn, "st", 1)
         got = await fetch(conn, [("st", 0, 0, 1 << 20)])
         assert [r.value for r in decode_records(got[("st", 0)]["records"])] == [str(i).encode() for i in range(50)]
+
+
+async def test_sigterm_exits_one_when_a_log_cannot_be_closed(broker) -> None:  # noqa: ANN001
+    """A failed shutdown exits 1 (Kafka 2.8's shutdown hook halts with 1), saying which phase
+    failed: here the partition's directory is removed under the running broker, so its close
+    cannot write the indexes or the producer snapshot, and no clean-shutdown marker is left."""
+    async with await connect(broker) as conn:
+        await create_topic(conn, "gone")
+        await produce(conn, "gone", 0, [(b"k", b"v")])
+    shutil.rmtree(broker.log_dir / "gone-0")
+    assert broker.stop() == 1
+    out = broker.log()
+    assert "broker.stop_failed" in out and "broker.stopped" in out
+    assert not (broker.log_dir / ".kafka_cleanshutdown").exists()
 
 
 def test_duplicate_broker_id_refused(broker, broker_factory) -> None:  # noqa: ANN001

@@ -35,6 +35,8 @@ def test_values_parse() -> None:
     ("max.connections.per.ip.overrides", "127.0.0.1"), ("max.connections.per.ip.overrides", "h:x"),
     ("connections.max.idle.ms", "soon"), ("queued.max.request.bytes", "1.5"), ("message.max.bytes", "-1"),
     ("max.connections.per.ip", "0"), ("max.in.flight.requests.per.connection", "0"),
+    ("controlled.shutdown.max.retries", "-1"), ("controlled.shutdown.retry.backoff.ms", "-5"),
+    ("controlled.shutdown.retry.backoff.ms", "soon"),
 ])
 def test_bad_values_name_the_key(key: str, value: str) -> None:
     with pytest.raises(ConfigError) as e:

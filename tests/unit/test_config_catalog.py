@@ -96,3 +96,18 @@ def test_cluster_id_znode_is_kafkas() -> None:
 def test_authorized_operation_bitfields_are_kafkas() -> None:
     # AclEntry.supportedOperations (2.8) with Utils.to32BitField
     assert TOPIC_OPERATIONS == 3576 and CLUSTER_OPERATIONS == 8096 and NOT_REQUESTED == -2147483648
+
+
+def test_controlled_shutdown_retry_keys_are_kafkas_with_its_defaults_and_types() -> None:
+    entries = {e["name"]: e for e in broker_entries(build_config({"broker.id": "1"}), {}, {}, include_synonyms=False)}
+    retries, backoff = entries["controlled.shutdown.max.retries"], entries["controlled.shutdown.retry.backoff.ms"]
+    assert (retries["value"], retries["config_type"], retries["config_source"]) == (
+        "3", ConfigType.INT, ConfigSource.DEFAULT_CONFIG)
+    assert (backoff["value"], backoff["config_type"], backoff["config_source"]) == (
+        "5000", ConfigType.LONG, ConfigSource.DEFAULT_CONFIG)
+    assert retries["read_only"] and backoff["read_only"]
+    given = build_config({"broker.id": "1", "controlled.shutdown.max.retries": "5",
+                          "controlled.shutdown.retry.backoff.ms": "250"})
+    assert (given.controlled_shutdown_max_retries, given.controlled_shutdown_retry_backoff_ms) == (5, 250)
+    entries = {e["name"]: e for e in broker_entries(given, {}, {}, include_synonyms=False)}
+    assert entries["controlled.shutdown.max.retries"]["config_source"] == ConfigSource.STATIC_BROKER_CONFIG

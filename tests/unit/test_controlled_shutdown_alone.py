@@ -5,7 +5,9 @@ controller's event queue; with another live broker the request goes through the 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
+from broker import controlled_shutdown as controlled_shutdown_module
 from broker.controlled_shutdown import alone, controlled_shutdown
 from broker.controller.controller import Controller
 from broker.metadata import MetadataCache
@@ -53,3 +55,34 @@ def test_not_alone_while_this_broker_knows_of_another_or_is_not_the_controller()
     controller, metadata = _controller_alone_with([0])
     controller.ctx.active = False
     assert not alone(0, metadata, controller)
+
+
+async def test_retries_as_kafka_at_most_max_retries_requests_backoff_apart(monkeypatch) -> None:  # noqa: ANN001
+    """controlled.shutdown.max.retries requests in all while partitions remain led here, each
+    controlled.shutdown.retry.backoff.ms after the one before; none after the last; stops at the
+    first answer that leaves nothing here."""
+    controller, metadata = _controller_alone_with([0, 1])
+    steps: list[object] = []  # ("ask",) per request, the seconds of each wait between
+    answers: list[list[tuple[str, int]]] = []
+
+    async def answer(broker_id: int, epoch: int) -> list[tuple[str, int]]:
+        steps.append("ask")
+        return answers.pop(0)
+
+    async def sleep(seconds: float) -> None:
+        steps.append(seconds)
+    monkeypatch.setattr(controller, "controlled_shutdown", answer)
+    monkeypatch.setattr(controlled_shutdown_module, "asyncio", SimpleNamespace(sleep=sleep))
+
+    answers[:] = [[("t", 0)]] * 4
+    await controlled_shutdown(0, metadata, controller, max_retries=4, retry_backoff_ms=250)
+    assert steps == ["ask", 0.25, "ask", 0.25, "ask", 0.25, "ask"] and answers == []
+
+    steps.clear()
+    answers[:] = [[("t", 0)], [], [("t", 0)]]
+    await controlled_shutdown(0, metadata, controller, max_retries=3, retry_backoff_ms=5000)
+    assert steps == ["ask", 5.0, "ask"] and answers == [[("t", 0)]]  # done at the second
+
+    steps.clear()
+    await controlled_shutdown(0, metadata, controller, max_retries=0, retry_backoff_ms=1)
+    assert steps == []  # Kafka's loop runs while retries remain: none asked

@@ -24,9 +24,10 @@ async def test_phases_run_in_order_whatever_the_ones_before_did() -> None:
     async def logs() -> None:
         ran.append("logs")
 
-    await stop_phase(phases, "controlled_shutdown", fails, 5)
-    await stop_phase(phases, "listener", hangs, 0.05)
-    await stop_phase(phases, "logs", logs)
+    done = [await stop_phase(phases, "controlled_shutdown", fails, 5),
+            await stop_phase(phases, "listener", hangs, 0.05),
+            await stop_phase(phases, "logs", logs)]
+    assert done == [False, False, True]  # a phase that raised or overran its bound did not complete
     assert ran == ["fails", "hangs", "logs"]
     assert list(phases) == ["controlled_shutdown", "listener", "logs"]
     assert all(seconds >= 0 for seconds in phases.values())

@@ -1,0 +1,72 @@
+"""broker.server.Broker.stop says whether the shutdown completed: a phase that raises or overruns
+its bound, or a log that cannot be closed, makes it False (and `minibroker serve` exit 1, as
+Kafka 2.8's shutdown hook halts with 1), logged as `broker.stop_failed` with the phases; the
+phases after a failed one still run."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from broker.config import build_config
+from broker.log import segment as segment_module
+from broker.server import Broker
+from protocol.records.message_set import build_message_set
+
+
+def broker(tmp_path: Path) -> Broker:
+    # Never started: every phase has nothing to stop but what a test gives it.
+    cfg = build_config({"broker.id": "0", "zookeeper.connect": "127.0.0.1:1", "log.dirs": str(tmp_path),
+                        "listeners": "PLAINTEXT://127.0.0.1:0", "controlled.shutdown.enable": "false"})
+    return Broker(cfg)
+
+
+async def test_a_shutdown_where_every_phase_completes_is_a_success(tmp_path: Path) -> None:
+    b = broker(tmp_path)
+    with capture_logs() as events:
+        assert await b.stop() is True
+    assert not [e for e in events if e["event"] == "broker.stop_failed"]
+
+
+async def test_a_phase_that_raises_fails_the_shutdown_and_the_logs_still_close(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    b = broker(tmp_path)
+    closed: list[bool] = []
+    real_stop = b.replicas.stop
+
+    async def fetchers_fail() -> None:
+        raise RuntimeError("a fetcher would not stop")
+
+    async def logs_stop() -> None:
+        closed.append(True)
+        await real_stop()
+    monkeypatch.setattr(b.fetchers, "stop", fetchers_fail)
+    monkeypatch.setattr(b.replicas, "stop", logs_stop)
+    with capture_logs() as events:
+        assert await b.stop() is False
+    assert closed == [True]
+    failures = [e for e in events if e["event"] == "broker.stop_failed"]
+    assert len(failures) == 1 and failures[0]["failed_phases"] == ["fetchers"]
+    assert failures[0]["log_level"] == "error" and failures[0]["exit_code"] == 1
+
+
+async def test_a_log_that_cannot_be_closed_fails_the_shutdown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    b = broker(tmp_path)
+    part = b.replicas.become_leader("t", 0, [0], 0, [0], 0, 1, 1, None)
+    assert b.replicas.append(part, build_message_set([(None, b"v", 0)]), acks=1).error_code == 0
+    real_open = segment_module.os.open
+
+    def no_space(path: object, flags: int, *args: object) -> int:
+        if str(path).endswith((".index", ".timeindex")):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_open(path, flags, *args)  # type: ignore[arg-type]
+    monkeypatch.setattr(segment_module.os, "open", no_space)
+    with capture_logs() as events:
+        assert await b.stop() is False
+    monkeypatch.undo()
+    failures = [e for e in events if e["event"] == "broker.stop_failed"]
+    assert len(failures) == 1 and failures[0]["failed_phases"] == ["logs"] and failures[0]["log_close_errors"] >= 1
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()  # the next start recovers
