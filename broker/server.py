@@ -331,7 +331,7 @@ class Broker:
         ends in an exit whatever a peer is doing; a phase that fails is logged and the next runs
         (the logs must close whatever went wrong before them).
 
-        Returns whether every phase completed and every log closed cleanly; if not, the failed
+        Returns whether every phase (but the controlled shutdown) completed and every log closed cleanly; if not, the failed
         phases are logged (`broker.stop_failed`) and `minibroker serve` exits 1, as Kafka 2.8's
         shutdown hook halts with 1 when its shutdown fails."""
         log.info("broker.stopping")
@@ -346,7 +346,10 @@ class Broker:
         if self._leftover_task is not None:
             self._leftover_task.cancel()
         if controlled and self.config.controlled_shutdown_enable:
-            await phase("controlled_shutdown", self.controlled_shutdown, 60)
+            # Not a failed shutdown when it gives up: Kafka 2.8 logs that its attempts failed and
+            # proceeds with an unclean one (leaders left here are moved by the controller's session
+            # expiry), and exits as for any other SIGTERM.
+            await stop_phase(phases, "controlled_shutdown", self.controlled_shutdown, 60)
         await phase("fetchers", self.fetchers.stop, 10)
         await phase("controller", self.controller.stop, 10)
         for lst in self.listeners:

@@ -1,5 +1,6 @@
 """broker.server.Broker.stop says whether the shutdown completed: a phase that raises or overruns
-its bound, or a log that cannot be closed, makes it False (and `minibroker serve` exit 1, as
+its bound (all but the controlled shutdown, which Kafka gives up on without failing), or a log that
+cannot be closed, makes it False (and `minibroker serve` exit 1, as
 Kafka 2.8's shutdown hook halts with 1), logged as `broker.stop_failed` with the phases; the
 phases after a failed one still run."""
 
@@ -70,3 +71,19 @@ async def test_a_log_that_cannot_be_closed_fails_the_shutdown(tmp_path: Path, mo
     failures = [e for e in events if e["event"] == "broker.stop_failed"]
     assert len(failures) == 1 and failures[0]["failed_phases"] == ["logs"] and failures[0]["log_close_errors"] >= 1
     assert not (tmp_path / ".kafka_cleanshutdown").exists()  # the next start recovers
+
+
+async def test_a_controlled_shutdown_that_gives_up_is_not_a_failed_shutdown(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kafka 2.8 proceeds with an unclean shutdown when its controlled-shutdown attempts fail.
+    cfg = build_config({"broker.id": "0", "zookeeper.connect": "127.0.0.1:1", "log.dirs": str(tmp_path),
+                        "listeners": "PLAINTEXT://127.0.0.1:0"})
+    b = Broker(cfg)
+
+    async def controller_unreachable() -> None:
+        raise ConnectionRefusedError("no controller")
+    monkeypatch.setattr(b, "controlled_shutdown", controller_unreachable)
+    with capture_logs() as events:
+        assert await b.stop() is True
+    assert [e for e in events if e["event"] == "broker.stop_step_failed"][0]["step"] == "controlled_shutdown"
+    assert not [e for e in events if e["event"] == "broker.stop_failed"]
