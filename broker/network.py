@@ -38,9 +38,9 @@ bounds the bytes of requests read and not yet processed, and a connection waits 
 a request body while the bound is exceeded. As Kafka's non-strict memory pool, a request is let
 in whenever any of the bound is left, so one larger than the whole bound still goes through.
 On a SASL listener, until the client has authenticated, a size prefix above
-`sasl.server.max.receive.size` is an authentication failure decided before the body is read
-(Kafka's SaslServerAuthenticator): the connection closes after the failure delay, nothing
-allocated for it.
+`sasl.server.max.receive.size` (a negative one, or one above socket.request.max.bytes, too) is an
+authentication failure decided before the body is read (Kafka's SaslServerAuthenticator): the
+connection closes after the failure delay, nothing allocated for it.
 """
 
 from __future__ import annotations
@@ -1103,9 +1103,9 @@ class Listener:
             return True
         if verdict is Verdict.CLOSE_AFTER_DELAY:
             # Kafka's authentication-failure delay and close; the body is never read.
-            await asyncio.sleep(sasl.failed(conn, session, f"a frame of {size} bytes above "
-                                                           f"sasl.server.max.receive.size "
-                                                           f"({session.listener.max_receive_size})"))
+            why = (f"a frame of {size} bytes above sasl.server.max.receive.size "
+                   f"({session.listener.max_receive_size})" if size >= 0 else f"an invalid frame size ({size})")
+            await asyncio.sleep(sasl.failed(conn, session, why))
         return False
 
     async def _serve(self, conn: Connection) -> None:
@@ -1116,12 +1116,15 @@ class Listener:
                 return
             await conn.wait_for_room(max_in_flight)
             size = await reader.read_size()
+            # Before authentication first: there Kafka reads every frame through the SASL
+            # authenticator's bounded receive, so a negative size or one above
+            # socket.request.max.bytes is an authentication failure as well (counted, delayed).
+            if self._sasl and not await self._sasl_admits(conn, size):
+                return
             if size < 0 or size > self.max_frame_bytes:
                 # Refused before a buffer for it exists; only this connection pays.
                 log.warning("connection.bad_frame_size", peer=conn.peer, size=size,
                             limit=self.max_frame_bytes)
-                return
-            if self._sasl and not await self._sasl_admits(conn, size):
                 return
             release = await self.limits.reserve(size)
             try:

@@ -15,7 +15,7 @@ What Kafka does with anything else, and so what `gate` answers:
   (ILLEGAL_SASL_STATE); here it gets none, the connection is closed the same way.
 - a second ApiVersions before the handshake: IllegalStateException, closed at once (CLOSE).
 - before authentication (and during re-authentication), a size prefix above
-  `sasl.server.max.receive.size` (512 KiB): CLOSE_AFTER_DELAY, decided by `admit_frame` before the
+  `sasl.server.max.receive.size` (512 KiB), or a negative one: CLOSE_AFTER_DELAY, decided by `admit_frame` before the
   body is read or a buffer allocated for it (Kafka's SaslServerAuthenticator reads with a
   NetworkReceive bounded by that size: InvalidReceiveException, rethrown as
   SaslAuthenticationException). As there, the bound is on the prefix's value (the bytes after it).
@@ -144,8 +144,8 @@ class SaslSession:
         s = self.state
         if s is State.FAILED:
             return Verdict.CLOSE
-        if (s is State.COMPLETE and not self.reauthenticating) or size <= self.listener.max_receive_size:
-            return Verdict.PASS
+        if (s is State.COMPLETE and not self.reauthenticating) or 0 <= size <= self.listener.max_receive_size:
+            return Verdict.PASS  # (a negative size is Kafka's InvalidReceiveException too: a failure here)
         self.state = State.FAILED
         return Verdict.CLOSE_AFTER_DELAY
 

@@ -124,3 +124,19 @@ async def test_other_listeners_are_not_bounded(served: tuple[Listener, Script, C
     finally:
         await plain.stop()
     assert script.seen == [4 * MAX_RECEIVE] and not failures.counts
+
+
+@pytest.mark.parametrize("size", [-1, 200 << 20])  # negative; above socket.request.max.bytes (100 MiB here)
+async def test_a_prefix_the_listener_refuses_anyway_is_an_authentication_failure_before_authentication(
+        served: tuple[Listener, Script, Counter, list[int]], size: int) -> None:
+    """Before authentication Kafka reads every frame through the SASL authenticator's bounded
+    receive: a negative size, or one above socket.request.max.bytes (which is above
+    sasl.server.max.receive.size too), fails the authentication (counted, logged, closed after
+    the delay) as any prefix above the SASL bound does, rather than being a bare bad frame."""
+    listener, script, failures, bodies_read = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+    writer.write(struct.pack(">i", size))
+    assert await asyncio.wait_for(_closed(reader), DEADLINE_S)
+    writer.close()
+    assert bodies_read == [] and script.seen == []
+    assert failures.counts == {(("listener", "SASL_PLAINTEXT"), ("mechanism", "none")): 1.0}

@@ -156,6 +156,23 @@ def test_frame_size_bound_before_authentication() -> None:
     assert s.admit_frame(524289) is Verdict.CLOSE_AFTER_DELAY  # re-authenticating: bounded again
 
 
+def test_a_negative_size_prefix_before_authentication_is_an_authentication_failure() -> None:
+    """Kafka's NetworkReceive throws InvalidReceiveException for a negative size as for one above
+    its bound; the SASL authenticator fails the authentication on either. After authentication a
+    negative size is the listener's bad frame (closed at once), not the session's."""
+    clock = Clock()
+    sl = listeners(clock)
+    s = sl.session(Conn())
+    assert s is not None
+    assert s.admit_frame(-1) is Verdict.CLOSE_AFTER_DELAY
+    assert s.state is State.FAILED
+    s = sl.session(Conn())
+    assert s is not None
+    s.handshake("PLAIN")
+    run(s, PlainClient("alice", "alice-secret"))
+    assert s.admit_frame(-1) is Verdict.PASS
+
+
 def test_handshake_v0_refused_and_no_session_on_other_listeners() -> None:
     sl = listeners(Clock())
     assert sl.session(Conn("PLAINTEXT", "PLAINTEXT")) is None
