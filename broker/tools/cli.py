@@ -56,8 +56,8 @@ def _serve(args: argparse.Namespace) -> int:
         # ZooKeeper session: nothing is left to do but exit. The interpreter's teardown (cancelling
         # the tasks left, joining worker threads, freeing every partition's objects) took 0.5-0.75 s
         # more at 10,000 partitions, and would wait on any thread still in a system call. A
-        # shutdown that failed (a phase raised or overran, a log did not close: `broker.stop_failed`)
-        # exits 1, as Kafka 2.8's shutdown hook halts with 1.
+        # shutdown whose logs did not all close (`broker.stop_failed`, exit_code 1) exits 1: the
+        # logs were not made durable, and the next start recovers them.
         exit_now(0 if stopped else 1)
         return 0
 

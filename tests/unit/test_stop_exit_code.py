@@ -1,8 +1,7 @@
-"""broker.server.Broker.stop says whether the shutdown completed: a phase that raises or overruns
-its bound (all but the controlled shutdown, which Kafka gives up on without failing), or a log that
-cannot be closed, makes it False (and `minibroker serve` exit 1, as
-Kafka 2.8's shutdown hook halts with 1), logged as `broker.stop_failed` with the phases; the
-phases after a failed one still run."""
+"""broker.server.Broker.stop says whether the logs were closed and made durable (SIGTERM's promise
+in design.md): a log that cannot be closed makes it False and `minibroker serve` exit 1. A phase
+before them that raises or overruns its bound is logged in `broker.stop_failed` with exit code 0,
+as Kafka 2.8 swallows each step's error; the phases after a failed one still run."""
 
 from __future__ import annotations
 
@@ -32,7 +31,7 @@ async def test_a_shutdown_where_every_phase_completes_is_a_success(tmp_path: Pat
     assert not [e for e in events if e["event"] == "broker.stop_failed"]
 
 
-async def test_a_phase_that_raises_fails_the_shutdown_and_the_logs_still_close(tmp_path: Path,
+async def test_a_phase_that_raises_is_logged_the_logs_still_close_and_the_exit_stays_0(tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     b = broker(tmp_path)
     closed: list[bool] = []
@@ -47,11 +46,11 @@ async def test_a_phase_that_raises_fails_the_shutdown_and_the_logs_still_close(t
     monkeypatch.setattr(b.fetchers, "stop", fetchers_fail)
     monkeypatch.setattr(b.replicas, "stop", logs_stop)
     with capture_logs() as events:
-        assert await b.stop() is False
+        assert await b.stop() is True
     assert closed == [True]
     failures = [e for e in events if e["event"] == "broker.stop_failed"]
     assert len(failures) == 1 and failures[0]["failed_phases"] == ["fetchers"]
-    assert failures[0]["log_level"] == "error" and failures[0]["exit_code"] == 1
+    assert failures[0]["log_level"] == "error" and failures[0]["exit_code"] == 0
 
 
 async def test_a_log_that_cannot_be_closed_fails_the_shutdown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,6 +69,7 @@ async def test_a_log_that_cannot_be_closed_fails_the_shutdown(tmp_path: Path, mo
     monkeypatch.undo()
     failures = [e for e in events if e["event"] == "broker.stop_failed"]
     assert len(failures) == 1 and failures[0]["failed_phases"] == ["logs"] and failures[0]["log_close_errors"] >= 1
+    assert failures[0]["exit_code"] == 1
     assert not (tmp_path / ".kafka_cleanshutdown").exists()  # the next start recovers
 
 
@@ -86,4 +86,5 @@ async def test_a_controlled_shutdown_that_gives_up_is_not_a_failed_shutdown(tmp_
     with capture_logs() as events:
         assert await b.stop() is True
     assert [e for e in events if e["event"] == "broker.stop_step_failed"][0]["step"] == "controlled_shutdown"
-    assert not [e for e in events if e["event"] == "broker.stop_failed"]
+    failures = [e for e in events if e["event"] == "broker.stop_failed"]
+    assert failures[0]["failed_phases"] == ["controlled_shutdown"] and failures[0]["exit_code"] == 0
