@@ -226,8 +226,13 @@ def load_trust(ctx: ssl.SSLContext, *, truststore_location: str | None = None,
         certs = store[1]
         if not certs:
             raise SecurityConfigError(key, "the PKCS12 trust store holds no certificate")
-        ctx.load_verify_locations(cadata="".join(c.public_bytes(serialization.Encoding.PEM).decode()
-                                                 for c in certs))
+        try:
+            ctx.load_verify_locations(cadata="".join(c.public_bytes(serialization.Encoding.PEM).decode()
+                                                     for c in certs))
+        except (ssl.SSLError, ValueError) as e:
+            # cryptography read the store, but OpenSSL refuses one of its certificates as a CA.
+            raise SecurityConfigError(key, "a certificate of the PKCS12 trust store cannot be trusted "
+                                           f"({getattr(e, 'reason', None) or type(e).__name__})") from None
         return True
     if truststore_location:
         key = names.get("ssl.truststore.location", "ssl.truststore.location")

@@ -160,3 +160,28 @@ def test_the_key_reaches_the_temporary_file_encrypted_and_the_file_is_removed(
     assert content.startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
     assert b"-----BEGIN PRIVATE KEY-----" not in content and b"BEGIN CERTIFICATE" in content
     assert os.listdir(temp) == []
+
+
+class _RefusesCertificates(ssl.SSLContext):
+    """OpenSSL refusing a certificate that cryptography read from the store (no real certificate
+    makes it: both parse the same DER), as load_verify_locations reports it."""
+
+    def load_verify_locations(self, cafile=None, capath=None, cadata=None) -> None:  # type: ignore[no-untyped-def, override]
+        error = ssl.SSLError(ssl.SSL_ERROR_SSL, "[X509] refused")
+        error.reason = "CERT_REFUSED"  # type: ignore[misc]
+        raise error
+
+
+def test_a_certificate_openssl_refuses_in_a_pkcs12_trust_store_names_the_key(tmp_path: Path) -> None:
+    truststore = _truststore(trustme.CA(), tmp_path / "t.p12")
+    with pytest.raises(SecurityConfigError) as e:
+        load_trust(_RefusesCertificates(ssl.PROTOCOL_TLS_CLIENT), truststore_type="PKCS12",
+                   truststore_location=str(truststore), truststore_password=PASSWORD,
+                   key_names={"ssl.truststore.location": "listener.name.ssl.ssl.truststore.location"})
+    assert e.value.key == "listener.name.ssl.ssl.truststore.location"
+    assert "cannot be trusted (CERT_REFUSED)" in e.value.why and PASSWORD not in str(e.value)
+    with pytest.raises(SecurityConfigError) as e:
+        load_trust(_RefusesCertificates(ssl.PROTOCOL_TLS_CLIENT), truststore_type="PKCS12",
+                   truststore_location=str(truststore), truststore_password=PASSWORD)
+    assert e.value.key == "ssl.truststore.location"
+
