@@ -14,6 +14,9 @@ PEM). PKCS12, as Kafka 2.8's DefaultSslEngineFactory reads it: a key store needs
 ssl.keystore.password; a PKCS12 file has one password, so ssl.key.password, if given, must be the
 same (keytool ignores a different -keypass for PKCS12, and Kafka would fail to recover the key);
 a trust store's password may be left out only if its certificates are not encrypted.
+
+Every ssl.* value is trimmed (`trimmed`, Kafka's ConfigDef on STRING and PASSWORD keys) by the
+two readers, the clients' and the broker's, before anything is checked or a store is opened.
 """
 
 from __future__ import annotations
@@ -66,6 +69,14 @@ def normalize_pem(text: str) -> str:
     return "".join(blocks) if blocks else text
 
 
+def trimmed(value: str | None) -> str | None:
+    """A security setting's value as Kafka's ConfigDef parses it: every ssl.* key is a STRING or a
+    PASSWORD, and both lose leading and trailing whitespace. Both readers (ClientSecurity.from_properties
+    and broker.security.ssl_settings) take each ssl.* value through here, so a store password is the
+    same whether it came from a properties file, --override, a KAFKA_* variable or a Spark kafka.* option."""
+    return None if value is None else value.strip()
+
+
 def store_type(key: str, raw: str | None) -> str:
     """`ssl.keystore.type` / `ssl.truststore.type`: PEM (also when not given) or PKCS12."""
     kind = (raw or "").strip().upper() or "PEM"
@@ -79,7 +90,7 @@ def store_type(key: str, raw: str | None) -> str:
 
 def check_stores(get: Callable[[str], str | None]) -> tuple[str, str]:
     """The key and trust store types, checked with their passwords and locations (no file I/O):
-    `get(bare key)` is the value given, stripped, or None. SecurityConfigError names the bare key."""
+    `get(bare key)` is the value given, trimmed(), or None. SecurityConfigError names the bare key."""
     keystore = store_type("ssl.keystore.type", get("ssl.keystore.type"))
     truststore = store_type("ssl.truststore.type", get("ssl.truststore.type"))
     if keystore == "PEM":
@@ -226,8 +237,13 @@ def load_trust(ctx: ssl.SSLContext, *, truststore_location: str | None = None,
         certs = store[1]
         if not certs:
             raise SecurityConfigError(key, "the PKCS12 trust store holds no certificate")
-        ctx.load_verify_locations(cadata="".join(c.public_bytes(serialization.Encoding.PEM).decode()
-                                                 for c in certs))
+        try:
+            ctx.load_verify_locations(cadata="".join(c.public_bytes(serialization.Encoding.PEM).decode()
+                                                     for c in certs))
+        except (ssl.SSLError, ValueError) as e:
+            # cryptography read the store, but OpenSSL refuses one of its certificates as a CA.
+            raise SecurityConfigError(key, "a certificate of the PKCS12 trust store cannot be trusted "
+                                           f"({getattr(e, 'reason', None) or type(e).__name__})") from None
         return True
     if truststore_location:
         key = names.get("ssl.truststore.location", "ssl.truststore.location")
@@ -330,14 +346,14 @@ class ClientSecurity:
     def from_properties(cls, props: Mapping[str, str]) -> ClientSecurity:
         """From Java client properties (a `--command-config` file): PEM or PKCS12 stores."""
         def get(key: str) -> str | None:
-            value = props.get(key)
-            return value if value is None else value.strip()
+            return trimmed(props.get(key))
 
         proto = (get("security.protocol") or "PLAINTEXT").upper()
         if proto not in SECURITY_PROTOCOLS:
             raise SecurityConfigError("security.protocol", f"unknown security protocol; one of {list(SECURITY_PROTOCOLS)}")
         keystore_type, truststore_type = check_stores(get)
-        algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip()
+        algorithm = get("ssl.endpoint.identification.algorithm")
+        algorithm = "https" if algorithm is None else algorithm
         if algorithm.lower() not in ("", "https"):
             raise SecurityConfigError("ssl.endpoint.identification.algorithm", "expected https or empty")
         protocols = get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3"
@@ -355,15 +371,15 @@ class ClientSecurity:
         return cls(
             security_protocol=proto,
             ssl_truststore_location=get("ssl.truststore.location") or None,
-            ssl_truststore_certificates=props.get("ssl.truststore.certificates") or None,
+            ssl_truststore_certificates=get("ssl.truststore.certificates") or None,
             ssl_keystore_location=get("ssl.keystore.location") or None,
-            ssl_keystore_certificate_chain=props.get("ssl.keystore.certificate.chain") or None,
-            ssl_keystore_key=props.get("ssl.keystore.key") or None,
-            ssl_key_password=props.get("ssl.key.password") or None,
+            ssl_keystore_certificate_chain=get("ssl.keystore.certificate.chain") or None,
+            ssl_keystore_key=get("ssl.keystore.key") or None,
+            ssl_key_password=get("ssl.key.password") or None,
             ssl_keystore_type=keystore_type,
-            ssl_keystore_password=props.get("ssl.keystore.password") or None,
+            ssl_keystore_password=get("ssl.keystore.password") or None,
             ssl_truststore_type=truststore_type,
-            ssl_truststore_password=props.get("ssl.truststore.password") or None,
+            ssl_truststore_password=get("ssl.truststore.password") or None,
             ssl_endpoint_identification_algorithm=algorithm,
             ssl_enabled_protocols=protocols,
             sasl_mechanism=(get("sasl.mechanism") or None),

@@ -4,7 +4,8 @@ Each key may be given as `listener.name.<lowercase listener name>.<key>` (wins) 
 names the key that was given. Stores are PEM (KIP-651; also when `ssl.keystore.type` /
 `ssl.truststore.type` are left out, where Kafka's default is JKS) or PKCS12 with
 `ssl.keystore.password` / `ssl.truststore.password` (fetcher.security.check_stores: the rules,
-shared with the clients); JKS is refused, naming the key.
+shared with the clients); JKS is refused, naming the key. Every value is trimmed (Kafka's ConfigDef
+on STRING and PASSWORD keys), from the file, an --override or a KAFKA_* variable alike.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from broker.security.ssl_principal import Rule, parse_rules
-from fetcher.security import SecurityConfigError, check_stores, tls_versions
+from fetcher.security import SecurityConfigError, check_stores, tls_versions, trimmed
 
 CLIENT_AUTH = ("none", "requested", "required")
 DEFAULT_ENABLED_PROTOCOLS = "TLSv1.2,TLSv1.3"
@@ -66,10 +67,9 @@ def listener_ssl_settings(cfg: ListenerSettings, listener: str, security_protoco
 
     def get(key: str, default: str | None = None) -> str | None:
         names[key] = cfg.listener_setting_key(listener, key)
-        value = cfg.listener_setting(listener, key, default)
-        return value.strip() if value is not None and key not in ("ssl.keystore.certificate.chain",
-                                                                  "ssl.keystore.key",
-                                                                  "ssl.truststore.certificates") else value
+        # Trimmed as Kafka's ConfigDef does, every key alike (inline PEM too: normalize_pem
+        # re-wraps it), whether the file, an --override or a KAFKA_* variable gave it.
+        return trimmed(cfg.listener_setting(listener, key, default))
 
     def fail(key: str, why: str) -> SslSettingsError:
         raw = cfg.listener_setting(listener, key) or ""
@@ -118,8 +118,7 @@ def listener_ssl_settings(cfg: ListenerSettings, listener: str, security_protoco
     algorithm = get("ssl.endpoint.identification.algorithm", "https") or ""
     if algorithm.lower() not in ("", "https"):
         raise fail("ssl.endpoint.identification.algorithm", "expected https or empty")
-    get("ssl.key.password")
-    return ListenerSsl(listener, location, chain, key_pem, cfg.listener_setting(listener, "ssl.key.password"),
+    return ListenerSsl(listener, location, chain, key_pem, get("ssl.key.password") or None,
                        trust_location, trust_pem, client_auth, protocols, rules, algorithm,
-                       keystore_type, cfg.listener_setting(listener, "ssl.keystore.password"),
-                       truststore_type, cfg.listener_setting(listener, "ssl.truststore.password"), names)
+                       keystore_type, get("ssl.keystore.password") or None,
+                       truststore_type, get("ssl.truststore.password") or None, names)

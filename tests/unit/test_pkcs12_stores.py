@@ -160,3 +160,101 @@ def test_the_key_reaches_the_temporary_file_encrypted_and_the_file_is_removed(
     assert content.startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
     assert b"-----BEGIN PRIVATE KEY-----" not in content and b"BEGIN CERTIFICATE" in content
     assert os.listdir(temp) == []
+
+
+class _RefusesCertificates(ssl.SSLContext):
+    """OpenSSL refusing a certificate that cryptography read from the store (no real certificate
+    makes it: both parse the same DER), as load_verify_locations reports it."""
+
+    def load_verify_locations(self, cafile=None, capath=None, cadata=None) -> None:  # type: ignore[no-untyped-def, override]
+        error = ssl.SSLError(ssl.SSL_ERROR_SSL, "[X509] refused")
+        error.reason = "CERT_REFUSED"  # type: ignore[misc]
+        raise error
+
+
+def test_a_certificate_openssl_refuses_in_a_pkcs12_trust_store_names_the_key(tmp_path: Path) -> None:
+    truststore = _truststore(trustme.CA(), tmp_path / "t.p12")
+    with pytest.raises(SecurityConfigError) as e:
+        load_trust(_RefusesCertificates(ssl.PROTOCOL_TLS_CLIENT), truststore_type="PKCS12",
+                   truststore_location=str(truststore), truststore_password=PASSWORD,
+                   key_names={"ssl.truststore.location": "listener.name.ssl.ssl.truststore.location"})
+    assert e.value.key == "listener.name.ssl.ssl.truststore.location"
+    assert "cannot be trusted (CERT_REFUSED)" in e.value.why and PASSWORD not in str(e.value)
+    with pytest.raises(SecurityConfigError) as e:
+        load_trust(_RefusesCertificates(ssl.PROTOCOL_TLS_CLIENT), truststore_type="PKCS12",
+                   truststore_location=str(truststore), truststore_password=PASSWORD)
+    assert e.value.key == "ssl.truststore.location"
+
+
+# ---- every ssl.* value is trimmed (Kafka's ConfigDef), whichever way it was given ----------------------
+
+def _padded(value: str) -> str:
+    return f" \t{value} \t "
+
+
+def _padded_stores(tmp_path: Path) -> dict[str, str]:
+    """PKCS12 key and trust store settings, each value wrapped in blanks and tabs."""
+    ca = trustme.CA()
+    keystore, truststore = _keystore(ca, tmp_path / "b.p12", "broker.test"), _truststore(ca, tmp_path / "t.p12")
+    return {"ssl.keystore.type": _padded("PKCS12"), "ssl.keystore.location": _padded(str(keystore)),
+            "ssl.keystore.password": _padded(PASSWORD), "ssl.key.password": _padded(PASSWORD),
+            "ssl.truststore.type": _padded("pkcs12"), "ssl.truststore.location": _padded(str(truststore)),
+            "ssl.truststore.password": _padded(PASSWORD), "ssl.endpoint.identification.algorithm": _padded(""),
+            "ssl.enabled.protocols": _padded("TLSv1.2,TLSv1.3")}
+
+
+def _env_name(key: str) -> str:
+    return "KAFKA_" + key.upper().replace(".", "_")
+
+
+@pytest.mark.parametrize("path", ["file", "override", "env"])
+def test_the_broker_trims_its_ssl_values_on_every_path(tmp_path: Path, path: str) -> None:
+    from broker.config import build_config, load_config
+    from broker.security.ssl_listener import inter_broker_client, server_context
+    from broker.security.ssl_settings import listener_ssl_settings
+
+    base = {"broker.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "security.inter.broker.protocol": "SSL"}
+    # The trust store's keys listener-prefixed, the others bare: both readings are trimmed.
+    stores = {(f"listener.name.ssl.{k}" if k.startswith("ssl.truststore.") else k): v
+              for k, v in _padded_stores(tmp_path).items()}
+    if path == "file":
+        server_properties = tmp_path / "server.properties"
+        server_properties.write_text("".join(f"{k}={v}\n" for k, v in {**base, **stores}.items()))
+        cfg = load_config(server_properties)
+    elif path == "override":
+        cfg = build_config(base, [f"{k}={v}" for k, v in stores.items()])
+    else:
+        cfg = build_config(base, environ={_env_name(k): v for k, v in stores.items()})
+    settings = listener_ssl_settings(cfg, "SSL")
+    assert (settings.keystore_type, settings.keystore_password, settings.key_password, settings.truststore_type,
+            settings.truststore_password) == ("PKCS12", PASSWORD, PASSWORD, "PKCS12", PASSWORD)
+    assert settings.keystore_location == str(tmp_path / "b.p12")
+    assert settings.truststore_location == str(tmp_path / "t.p12")
+    server = server_context(settings)  # opens both stores
+    client = inter_broker_client(settings, "SSL").ssl_context()
+    assert client is not None
+    _handshake(server, client, "broker.test")
+
+
+def test_client_properties_are_trimmed_for_the_tools_and_for_spark_options(tmp_path: Path) -> None:
+    from broker.tools.tool_support import command_config
+    from pipeline.options import client_security
+
+    stores = {"security.protocol": _padded("SSL"), **_padded_stores(tmp_path)}
+    from_properties = ClientSecurity.from_properties(stores)
+    from_spark = client_security({f"kafka.{k}": v for k, v in stores.items()})
+    command_config_file = tmp_path / "client.properties"
+    command_config_file.write_text("".join(f"{k}={v}\n" for k, v in stores.items()))
+    from_tools = command_config(str(command_config_file))
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    load_key_material(server, keystore_type="PKCS12", keystore_location=str(tmp_path / "b.p12"),
+                      keystore_password=PASSWORD)
+    for security in (from_properties, from_spark, from_tools):
+        assert (security.ssl_keystore_type, security.ssl_keystore_location, security.ssl_keystore_password,
+                security.ssl_truststore_type, security.ssl_truststore_location, security.ssl_truststore_password,
+                security.ssl_endpoint_identification_algorithm) == (
+            "PKCS12", str(tmp_path / "b.p12"), PASSWORD, "PKCS12", str(tmp_path / "t.p12"), PASSWORD, "")
+        client = security.ssl_context()  # opens both stores
+        assert client is not None
+        _handshake(server, client, "broker.test")
