@@ -14,7 +14,10 @@ levels: `/config/clients/<id>`, then `/config/clients/<default>`, then the stati
 `quota.<type>.override` list, then `quota.<type>.default`. Clients without a client id
 share the "" entity. A quota at or above Long.MaxValue is unlimited, and unlimited clients
 are still measured (their rate is a metric). Sensors idle for an hour are dropped (Kafka's
-sensor expiry), so a stream of one-off client ids does not grow the broker.
+sensor expiry); while no quota of the type was ever configured (Kafka then keeps no sensors),
+once idle for the quota window, when they read 0 anyway (`QuotaEntities.sensor_expiry_ms`), so a
+stream of one-off client ids does not grow the broker. A sensor's throttle average is made at
+its first throttle: most clients are never throttled.
 
 Every method takes the request's client id and, as `user`, its principal's name in Kafka's
 sanitized form ("" when there is no principal: then only client-id levels can match).
@@ -36,18 +39,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from quotas.entities import DEFAULT, LONG_MAX, QuotaEntities, Tags, sensor_tags
+from quotas.entities import DEFAULT, EXPIRY_SWEEP_MS, LONG_MAX, QuotaEntities, Tags, sensor_tags
 from quotas.rate import Rate, WindowedSum, exceeds
 from quotas.token_bucket import TokenBucket
 
 __all__ = ["LONG_MAX", "ClientQuotaManager", "Tags"]
-SENSOR_EXPIRY_MS = 3600 * 1000
 
 
-@dataclass
+@dataclass(slots=True)
 class _Sensor:
     rate: Rate
-    throttle: WindowedSum
+    throttle: WindowedSum | None = None  # made at the first throttle
     last_ms: float = 0.0
     pace: TokenBucket | None = None
 
@@ -90,10 +92,14 @@ class ClientQuotaManager:
     def _sensor(self, tags: Tags, now_ms: float) -> _Sensor:
         s = self.sensors.get(tags)
         if s is None:
-            s = self.sensors[tags] = _Sensor(Rate(self.samples, self.window_seconds),
-                                             WindowedSum(self.samples, self.window_seconds * 1000))
+            s = self.sensors[tags] = _Sensor(Rate(self.samples, self.window_seconds))
         s.last_ms = now_ms
         return s
+
+    def _record_throttle(self, s: _Sensor, throttle: int, now_ms: float) -> None:
+        if s.throttle is None:
+            s.throttle = WindowedSum(self.samples, self.window_seconds * 1000)
+        s.throttle.record(throttle, now_ms)
 
     def _throttle_ms(self, s: _Sensor, quota: float | None, now_ms: float) -> int:
         if quota is None:
@@ -125,7 +131,7 @@ class ClientQuotaManager:
             bucket.record(nbytes, now_ms)
             throttle = max(throttle, bucket.throttle_ms(now_ms))
         if throttle:
-            s.throttle.record(throttle, now_ms)
+            self._record_throttle(s, throttle, now_ms)
         self._maybe_expire(now_ms)
         return throttle
 
@@ -138,7 +144,8 @@ class ClientQuotaManager:
         if bucket is not None:
             throttle = max(throttle, bucket.throttle_ms(now_ms))
         if throttle:
-            s.throttle.record(throttle, now_ms)
+            self._record_throttle(s, throttle, now_ms)
+        self._maybe_expire(now_ms)
         return throttle
 
     def record_only(self, client_id: str, nbytes: int, now_ms: float, user: str = "") -> None:
@@ -159,7 +166,7 @@ class ClientQuotaManager:
     def throttle_time_avg(self, sensor: Tags | str, now_ms: float) -> float:
         """Kafka's throttle-time sensor: the average throttle over the window (0 when none)."""
         s = self.sensors.get(sensor_tags(sensor))
-        return 0.0 if s is None else s.throttle.mean(now_ms)
+        return 0.0 if s is None or s.throttle is None else s.throttle.mean(now_ms)
 
     def sensor_quota(self, sensor: Tags) -> float | None:
         """The bound in force for a sensor's tags (Kafka's quotaLimit), None when unlimited."""
@@ -169,9 +176,10 @@ class ClientQuotaManager:
         return list(self.sensors)
 
     def _maybe_expire(self, now_ms: float) -> None:
-        if now_ms - self._last_expiry_ms < 60_000:
+        expiry = self.entities.sensor_expiry_ms(self.samples * self.window_seconds * 1000)
+        if now_ms - self._last_expiry_ms < min(EXPIRY_SWEEP_MS, expiry):
             return
         self._last_expiry_ms = now_ms
-        for tags in [t for t, s in self.sensors.items() if now_ms - s.last_ms > SENSOR_EXPIRY_MS]:
+        for tags in [t for t, s in self.sensors.items() if now_ms - s.last_ms > expiry]:
             del self.sensors[tags]
 

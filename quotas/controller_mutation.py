@@ -14,6 +14,10 @@ tokens negative (one large topic is admitted, then paid back). Permissive mode (
 versions, whose clients know no such error) takes every topic and returns the throttle for
 the connection to be muted. ValidateOnly requests never reach here.
 
+Idle sensors are dropped as the byte-rate quotas' are (`QuotaEntities.sensor_expiry_ms`:
+Kafka's hour, or the quota window while no mutation quota was ever configured), looked for at
+most once a minute.
+
 Time is passed in, in milliseconds; nothing here reads a clock or does I/O.
 """
 
@@ -21,18 +25,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from quotas.entities import DEFAULT, QuotaEntities, Tags, sensor_tags
+from quotas.entities import DEFAULT, EXPIRY_SWEEP_MS, QuotaEntities, Tags, sensor_tags
 from quotas.rate import Rate, WindowedSum
 from quotas.token_bucket import TokenBucket
 
 DEFAULT_ENTITY = DEFAULT
-SENSOR_EXPIRY_MS = 3600 * 1000
+__all__ = ["DEFAULT_ENTITY", "ControllerMutationQuotaManager"]
 
 
-@dataclass
+@dataclass(slots=True)
 class _ClientState:
     rate: Rate
-    throttle: WindowedSum
+    throttle: WindowedSum | None = None  # made at the first throttle
     bucket: TokenBucket | None = None
     last_ms: float = 0.0
 
@@ -43,6 +47,7 @@ class ControllerMutationQuotaManager:
     window_seconds: float = 1
     entities: QuotaEntities = field(default_factory=QuotaEntities)
     clients: dict[Tags, _ClientState] = field(default_factory=dict)  # by sensor tags
+    _last_expiry_ms: float = 0.0
 
     def set_entity_quota(self, entity: str, rate: float | None, now_ms: float) -> None:
         """A dynamic rate (partitions/s) for a client id or `<default>`; None removes it."""
@@ -74,8 +79,7 @@ class ControllerMutationQuotaManager:
         st = self.clients.get(tags)
         if st is None:
             self._expire(now_ms)
-            st = self.clients[tags] = _ClientState(Rate(self.samples, self.window_seconds),
-                                                   WindowedSum(self.samples, self.window_seconds * 1000))
+            st = self.clients[tags] = _ClientState(Rate(self.samples, self.window_seconds))
             self._rebucket(tags, st, now_ms)
         st.last_ms = now_ms
         return st
@@ -90,6 +94,8 @@ class ControllerMutationQuotaManager:
             return 0
         ms = st.bucket.throttle_ms(now_ms)
         if ms:
+            if st.throttle is None:
+                st.throttle = WindowedSum(self.samples, self.window_seconds * 1000)
             st.throttle.record(ms, now_ms)
         return ms
 
@@ -124,9 +130,13 @@ class ControllerMutationQuotaManager:
 
     def throttle_time_avg(self, sensor: Tags | str, now_ms: float) -> float:
         st = self.clients.get(sensor_tags(sensor))
-        return 0.0 if st is None else st.throttle.mean(now_ms)
+        return 0.0 if st is None or st.throttle is None else st.throttle.mean(now_ms)
 
     def _expire(self, now_ms: float) -> None:
-        for tags in [t for t, s in self.clients.items() if now_ms - s.last_ms > SENSOR_EXPIRY_MS]:
+        expiry = self.entities.sensor_expiry_ms(self.samples * self.window_seconds * 1000)
+        if now_ms - self._last_expiry_ms < min(EXPIRY_SWEEP_MS, expiry):
+            return
+        self._last_expiry_ms = now_ms
+        for tags in [t for t, s in self.clients.items() if now_ms - s.last_ms > expiry]:
             del self.clients[tags]
 

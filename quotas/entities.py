@@ -30,6 +30,13 @@ above: with one kind only, the tags are fixed by that kind ((user, "") for user 
 only, whether or not this user has one). This decides only which sensor an unbounded
 request counts under, never a bound.
 
+Sensors idle for an hour are dropped (Kafka's `InactiveSensorExpirationTimeSeconds`). While no
+quota of a type was ever configured, Kafka keeps no sensors of that type at all (its
+`quotasEnabled` is false); minibroker still measures every client for its metrics, and then
+drops a sensor once idle for the whole quota window (`samples * window`), by which time every
+value it reports (rate, throttle average) has decayed to 0: a stream of one-off client ids (the
+fuzz bench mutates them) keeps only the clients of the last minute or so (`sensor_expiry_ms`).
+
 Departure from Kafka, kept from KIP-13 here: a request with no client id (and no user
 level) is bounded by the client-id levels as the client "" (Kafka 2.8's quotaLimit leaves
 tags ("", "") unbounded).
@@ -48,6 +55,8 @@ LONG_MAX = (1 << 63) - 1
 CLIENT_ID_QUOTAS = 1
 USER_QUOTAS = 2
 USER_CLIENT_ID_QUOTAS = 4
+SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's quota sensors' inactivity expiry
+EXPIRY_SWEEP_MS = 60_000  # how often a manager looks for idle sensors, at most
 
 
 class Tags(NamedTuple):
@@ -90,6 +99,11 @@ class QuotaEntities:
             self.quotas.pop((user, client_id), None)
         else:
             self.quotas[(user, client_id)] = bound
+
+    def sensor_expiry_ms(self, quota_window_ms: float) -> float:
+        """How long a sensor may sit idle before it is dropped: Kafka's hour once any quota of this
+        type was configured, else the quota window (see the module docstring)."""
+        return SENSOR_EXPIRY_MS if self.kinds else quota_window_ms
 
     def tags(self, user: str, client_id: str) -> Tags:
         """The sensor a request of this (sanitized) user and client id is metered under."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 
 class TokenBucket:
+    __slots__ = ("quota", "samples", "window_seconds", "tokens", "last_ms")
+
     def __init__(self, quota_per_second: float, samples: int, window_seconds: float) -> None:
         self.quota = quota_per_second
         self.samples = samples

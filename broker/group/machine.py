@@ -219,6 +219,7 @@ class GroupMachine:
             if self.partition_for(group_id) == partition:
                 self._on_group_unloaded(group)
                 del self.groups[group_id]
+                self.completed_rebalances.pop(group_id, None)  # a next coordinator counts from 0
                 removed += 1
         log.info('group.partition_unloaded', broker_id=self.broker_id, partition=partition, groups=removed)
 
@@ -939,6 +940,7 @@ class GroupMachine:
             tombstone_group: GroupRecord | None | _Keep = KEEP_GROUP
             if group.is_(GroupState.DEAD) and self.groups.get(group.group_id) is group:
                 del self.groups[group.group_id]
+                self.completed_rebalances.pop(group.group_id, None)  # not kept per id once gone
                 self._cancel_group_timers(group)
                 if group.generation_id > 0:
                     tombstone_group = None  # generation 0: only offsets were ever written

@@ -129,6 +129,87 @@ def test_idle_sensors_expire() -> None:
     assert q.all_tags() == [("", "here")]
 
 
+T0 = 86_400_000.0  # a monotonic clock that started long ago
+WINDOW_MS = 11 * 1000  # the default quota window: 11 samples of 1 s
+
+
+def test_without_quotas_an_idle_client_ids_sensor_goes_after_the_quota_window() -> None:
+    # No quota configured (Kafka then keeps no sensors at all): a one-off client id is measured
+    # while active and dropped once idle for the whole window, when all it reports is 0.
+    q = ClientQuotaManager("produce")
+    q.record("one-off", 1000, T0)
+    assert q.rate("one-off", T0) > 0
+    q.record("busy", 10, T0 + WINDOW_MS - 1)
+    assert set(q.all_tags()) == {("", "one-off"), ("", "busy")}
+    assert q.rate("one-off", T0 + WINDOW_MS) == 0.0 and q.throttle_time_avg("one-off", T0 + WINDOW_MS) == 0.0
+    q.record("busy", 10, T0 + WINDOW_MS + 1)
+    assert q.all_tags() == [("", "busy")]
+    # The fetch path (throttle_before, then record_only) sweeps too.
+    f = ClientQuotaManager("fetch")
+    f.throttle_before("one-off", T0)
+    f.record_only("one-off", 100, T0)
+    f.throttle_before("next", T0 + WINDOW_MS + 1)
+    assert f.all_tags() == [("", "next")]
+
+
+def test_a_client_id_back_after_its_sensor_went_is_measured_as_a_new_one() -> None:
+    # The same rate as a sensor never dropped: its samples had all expired anyway.
+    kept = ClientQuotaManager("produce", pace_burst_seconds=None)
+    dropped = ClientQuotaManager("produce", pace_burst_seconds=None)
+    for q in (kept, dropped):
+        q.record("c", 5000, T0)
+    kept.rate("c", T0 + WINDOW_MS + 2)  # read, never swept: its samples reset in place
+    dropped.record("other", 1, T0 + WINDOW_MS + 1)
+    assert ("", "c") in kept.all_tags() and ("", "c") not in dropped.all_tags()
+    for q in (kept, dropped):
+        q.record("c", 700, T0 + WINDOW_MS + 2)
+    assert kept.rate("c", T0 + WINDOW_MS + 500) == dropped.rate("c", T0 + WINDOW_MS + 500)
+
+
+def test_with_a_quota_configured_idle_sensors_stay_for_kafkas_hour() -> None:
+    q = ClientQuotaManager("produce")
+    q.set_entity_quota("someone-else", 1_000_000)  # any quota of the type: Kafka's quotasEnabled
+    q.record("a", 1, T0)
+    q.record("b", 1, T0 + WINDOW_MS + 1)
+    q.record("b", 1, T0 + 60_001)
+    assert set(q.all_tags()) == {("", "a"), ("", "b")}
+    q.record("c", 1, T0 + 3_600_001)
+    assert set(q.all_tags()) == {("", "b"), ("", "c")}
+    # Removing the quota again does not shorten the hour (Kafka's quota types stay enabled).
+    q.set_entity_quota("someone-else", None)
+    q.record("c", 1, T0 + 3_600_001 + 60_000)  # a sweep: "b" idle just under the hour, still kept
+    assert set(q.all_tags()) == {("", "b"), ("", "c")}
+
+
+def test_an_unthrottled_sensor_reports_no_throttle_and_a_throttled_one_its_average() -> None:
+    q = ClientQuotaManager("produce", pace_burst_seconds=None)
+    q.set_entity_quota("slow", 100)
+    assert q.record("fast", 10_000, T0) == 0
+    assert q.throttle_time_avg("fast", T0) == 0.0
+    assert q.record("slow", 2000, T0) == round((2000 / 10 - 100) / 100 * 10_000)
+    assert q.throttle_time_avg("slow", T0) == 10_000
+
+
+def test_mutation_sensors_of_unlimited_clients_go_after_the_quota_window() -> None:
+    m = ControllerMutationQuotaManager(11, 1)
+    m.permissive("one-off", 4, T0)
+    m.permissive("next", 1, T0 + WINDOW_MS + 1)
+    assert list(m.clients) == [("", "next")]
+    assert m.rate("one-off", T0 + WINDOW_MS + 1) == 0.0
+
+
+def test_mutation_sensors_stay_for_kafkas_hour_once_a_quota_is_configured() -> None:
+    m = ControllerMutationQuotaManager(11, 1)
+    m.set_entity_quota("admin", 5, T0)
+    m.strict("one-off", 4, T0)
+    m.strict("admin", 4, T0 + WINDOW_MS + 1)
+    m.strict("next", 1, T0 + 60_001)
+    assert set(m.clients) == {("", "one-off"), ("", "admin"), ("", "next")}
+    m.strict("late", 1, T0 + 3_600_001)
+    assert set(m.clients) == {("", "admin"), ("", "next"), ("", "late")}
+    assert m.throttle_time_avg("one-off", T0 + 3_600_001) == 0.0
+
+
 @pytest.mark.parametrize("t0", [0, 86_400_000])  # a clock that started long ago (monotonic ms)
 def test_mutation_strict_burst_of_60_topics_of_4_partitions(t0: float) -> None:
     # Quota 5/s, 11 samples of 1 s: burst 55. A topic is admitted while tokens >= 0.

@@ -616,6 +616,22 @@ def test_delete_groups() -> None:
     assert h.machine.handle_fetch_offsets('simple', False, [('t1', 0)])[1][('t1', 0)].offset == -1
 
 
+def test_a_group_gone_leaves_no_rebalance_count_behind() -> None:
+    # Deleted (or emptied and cleaned up) and unloaded groups take their group_rebalances_total
+    # count with them: a stream of one-off group ids keeps nothing per id.
+    h = Harness()
+    h.stable_pair()
+    assert h.machine.completed_rebalances[GROUP] >= 1
+    h.machine.partition_unloaded(hash(GROUP) % PARTITIONS)
+    assert GROUP not in h.machine.groups and GROUP not in h.machine.completed_rebalances
+    d = Harness()
+    leader, other, _ = d.stable_pair()
+    assert d.machine.completed_rebalances[GROUP] >= 1
+    d.machine.handle_leave_group(GROUP, [LeaveMember(leader, None), LeaveMember(other, None)])
+    assert _delete(d, GROUP) == {GROUP: E.NONE}
+    assert GROUP not in d.machine.groups and GROUP not in d.machine.completed_rebalances
+
+
 def test_offset_delete_refuses_topics_a_live_consumer_group_subscribes_to() -> None:
     h = Harness()
     leader, other, gen = h.stable_pair()

@@ -213,3 +213,30 @@ def test_a_callback_counter_keeps_its_total_name() -> None:
     generations.clear()
     assert samples(r.render()) == {}
     assert "# TYPE minibroker_group_rebalances_total counter\n" in r.render()
+
+
+def test_an_idle_client_ids_quota_series_go_with_its_sensors() -> None:
+    # The client-id series are read from the quota sensors at scrape time: once a one-off
+    # client id's sensors expire (no quota configured: after the quota window), its series go.
+    from broker.broker_metrics import register_quota_gauges
+    from quotas.client import ClientQuotaManager
+    from quotas.controller_mutation import ControllerMutationQuotaManager
+
+    now = [86_400_000.0]
+    produce, fetch, mutation = ClientQuotaManager("produce"), ClientQuotaManager("fetch"), ControllerMutationQuotaManager()
+    r = Registry()
+    register_quota_gauges(r, produce, fetch, mutation, lambda: now[0])
+    produce.record("one-off", 500, now[0])
+    fetch.record_only("one-off", 500, now[0])
+    mutation.permissive("one-off", 3, now[0])
+    text = r.render()
+    for family in ("client_byte_rate", "client_throttle_time_ms", "controller_mutation_rate"):
+        assert f'minibroker_{family}{{client_id="one-off"' in text
+    now[0] += 11_001  # past the quota window of 11 samples of 1 s
+    produce.record("steady", 1, now[0])
+    fetch.record_only("steady", 1, now[0])
+    mutation.permissive("steady", 1, now[0])
+    text = r.render()
+    assert 'client_id="one-off"' not in text
+    for family in ("client_byte_rate", "client_throttle_time_ms", "controller_mutation_rate"):
+        assert f'minibroker_{family}{{client_id="steady"' in text
