@@ -12,24 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig
 from broker.log.segment import Segment
 from broker.metrics import Registry
 from broker.replication import replica_manager as replica_manager_module
 from broker.replication.replica_manager import Partition, ReplicaManager
 from broker.zk.client import ZkClient
 from protocol.errors import ErrorCode
-from protocol.records.message_set import build_message_set
-
-
-def records(n: int) -> bytes:
-    return build_message_set([(None, b"v%d" % i, 0) for i in range(n)])
+from tests.support.replica_managers import records, standalone_replica_manager
 
 
 @pytest.fixture
 def rm(tmp_path: Path) -> ReplicaManager:
-    config = BrokerConfig(broker_id=1, log_dirs=[tmp_path], replica_lag_time_max_ms=10_000)
-    return ReplicaManager(config, ZkClient("127.0.0.1:1"), Registry(), clock=lambda: 0.0)
+    return standalone_replica_manager(tmp_path)
 
 
 def lead(rm: ReplicaManager, index: int, segment_bytes: int | None = None) -> Partition:

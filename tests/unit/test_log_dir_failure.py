@@ -11,28 +11,21 @@ from typing import Any
 
 import pytest
 
-from broker.config import BrokerConfig
 from broker.log import KafkaStorageError
 from broker.log import segment as segment_module
 from broker.metadata import MetadataCache
-from broker.metrics import Registry
 from broker.replication.log_dir_failure import LogDirFailureChannel, event_body
 from broker.replication.replica_manager import CHECKPOINT, ReplicaManager
 from broker.replication.roles import PartitionRoles
 from broker.zk.client import ZkClient
 from broker.zk.topic_configs import TopicConfigs
 from protocol.errors import ErrorCode
-from protocol.records.message_set import build_message_set
-
-
-def records(n: int) -> bytes:
-    return build_message_set([(None, b"v%d" % i, 0) for i in range(n)])
+from tests.support.replica_managers import records, standalone_replica_manager
 
 
 @pytest.fixture
 def rm(tmp_path: Path) -> ReplicaManager:
-    config = BrokerConfig(broker_id=1, log_dirs=[tmp_path], replica_lag_time_max_ms=10_000)
-    return ReplicaManager(config, ZkClient("127.0.0.1:1"), Registry(), clock=lambda: 0.0)
+    return standalone_replica_manager(tmp_path)
 
 
 def enospc(monkeypatch: pytest.MonkeyPatch) -> None:
