@@ -5,6 +5,15 @@ the page cache (a killed process loses nothing that was written; `flush()` is wh
 reads are an index bisect plus a pread of a few KiB of headers, so no call reads a whole file
 except recovery at open.
 
+Leader Produce appends are two-phase (broker.log.writer): `start_append` assigns the offsets
+(`next_offset`) and the position on the loop, the log directory's writer thread makes the write,
+and `append_done`, on the loop in start order, moves the log end offset, size and indexes. So
+`log_end_offset` (what reads, followers, the high watermark and ListOffsets see) never counts
+bytes not yet in the file, and `next_offset` runs ahead of it by the appends in flight. Every other
+change (a synchronous append, a roll, truncation, retention, compaction's swap, flush, close,
+delete) first settles the log (`settle_now`: waits for its writes in flight and completes them),
+so none of them meets a write under way; `settle` is the awaitable form.
+
 Storage errors (Kafka's Log.maybeHandleIOException): every OSError on the log's files is
 raised as KafkaStorageError and marks the log failed, so that every later call raises it too
 and nothing more is written to a log whose state on disk is uncertain; the replica manager then
