@@ -113,6 +113,10 @@ class DirWriter:
         return not self._stopped and self._failed is None
 
     @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    @property
     def pending(self) -> int:
         with self._cond:
             return len(self._queue)

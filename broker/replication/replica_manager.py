@@ -382,6 +382,14 @@ class ReplicaManager:
             return
         if not self.dir_failures.fail(self.log_dir, operation, error):
             return
+        # The appends in flight complete first (written: answered; after a failed write: refused),
+        # so no write of the writer thread is under way in a directory now offline.
+        for part in list(self.partitions.values()):
+            try:
+                part.log.settle_now()
+            except Exception:
+                log.exception("log_dir.settle_failed", broker_id=self.broker_id, topic=part.topic,
+                              partition=part.index)
         for loaded in self._loaded.values():
             loaded.log.abandon()  # never served; the next start recovers them
         self._loaded.clear()
@@ -868,8 +876,8 @@ class ReplicaManager:
         writer = self.writer
         if not writer.accepting:
             # Stopping (or the directory failed): nothing more is queued, no thread started.
-            code = ErrorCode.KAFKA_STORAGE_ERROR if part.offline or self.log_dir_offline \
-                else ErrorCode.NOT_LEADER_FOR_PARTITION
+            code = ErrorCode.NOT_LEADER_FOR_PARTITION if writer.stopped and not part.offline \
+                else ErrorCode.KAFKA_STORAGE_ERROR
             answer.set_result(LeaderAppend(code))
             return answer
         staged = self._check_producer(part, validated, part.log.next_offset)

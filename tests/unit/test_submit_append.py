@@ -78,3 +78,31 @@ async def test_after_stop_appends_are_refused_and_no_thread_starts(rm: ReplicaMa
     late = await rm.submit_append(part, memoryview(bytearray(records(1))), acks=1)
     assert late.done() and late.result().error_code == ErrorCode.NOT_LEADER_FOR_PARTITION
     assert rm.writer._thread is thread and (thread is None or not thread.is_alive())
+
+
+async def test_a_failed_write_answers_storage_error_and_takes_the_dir_offline(rm: ReplicaManager) -> None:
+    import resource
+    import signal
+    part = rm.become_leader("t", 0, [1], 0, [1], 0, 1, 1, None)
+    now = int(time.time() * 1000)
+
+    def big() -> memoryview:
+        return memoryview(bytearray(build_batch([(now, None, b"x" * 1_000_000, [])])))
+
+    limit = 4 << 20  # regular files may not grow past 4 MiB: the fifth write fails part way (EFBIG)
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, old_limit[1]))
+    try:
+        answers = [await rm.submit_append(part, big(), acks=1) for _ in range(6)]
+        results = [await a for a in answers]
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+    assert [r.error_code for r in results] == [ErrorCode.NONE] * 4 + [ErrorCode.KAFKA_STORAGE_ERROR] * 2
+    assert rm.log_dir_offline and part.offline
+    assert part.log_end_offset == 4 and part.log.next_offset == 4
+    assert part.log.segments[-1].log_path.stat().st_size == part.log.segments[-1].size  # cut back
+    late = await rm.submit_append(part, memoryview(bytearray(records(1))), acks=1)
+    assert (await late).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    await rm.writer.close()
