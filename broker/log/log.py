@@ -350,7 +350,7 @@ class Log:
 
     # ---- the two-phase append (broker.log.writer) ----------------------------------
 
-    def start_append(self, data: bytes | memoryview, last_offset: int) -> PendingAppend:
+    def start_append(self, data: bytes | bytearray | memoryview, last_offset: int) -> PendingAppend:
         """Place an append whose offsets are assigned (from `next_offset`) without writing it.
 
         The same checks and roll rule as `append`; a roll first waits for the appends in flight
@@ -604,7 +604,7 @@ class Log:
             if path.name.endswith(DELETED_SUFFIX):
                 path.unlink(missing_ok=True)
 
-    def _time_to_roll(self, data: bytes | memoryview) -> bool:
+    def _time_to_roll(self, data: bytes | bytearray | memoryview) -> bool:
         active = self._segments[-1]
         if self._active_first_timestamp is None and active.size > 0:
             # Kafka's loadFirstBatchTimestamp: the first entry's (max) timestamp, read once.

@@ -585,7 +585,7 @@ class Segment:
             self._need_time()
         return self.handle(), self.size
 
-    def written(self, data: bytes | memoryview, first_key: int) -> None:
+    def written(self, data: bytes | bytearray | memoryview, first_key: int) -> None:
         """An append's bytes are in the file at `self.size` (written by the writer thread, in
         order): the size, the index point and the time index move as `append` moves them."""
         pos = self.size

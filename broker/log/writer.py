@@ -67,7 +67,7 @@ class PendingAppend:
     __slots__ = ("log", "segment", "file", "data", "position", "first_key", "last_offset", "state",
                  "error", "attempted", "callback", "waiters", "writer")
 
-    def __init__(self, log: Log, segment: Segment, file: OpenFile, data: bytes | memoryview, position: int,
+    def __init__(self, log: Log, segment: Segment, file: OpenFile, data: bytes | bytearray | memoryview, position: int,
                  first_key: int, last_offset: int) -> None:
         self.log = log
         self.segment = segment
