@@ -361,7 +361,7 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
                 fits = buf[p:p + size * k:size] == body[p - size]
                 for j in range(1, width):
                     fits &= buf[p + j:p + j + size * k:size] == body[p - size + j]
-            kept = int(np.argmin(fits))  # the first record of another size, or 0 when all fit
+            kept = int(fits.argmin())  # the first record of another size, or 0 when all fit
             if fits[kept]:
                 kept = k
             if kept:
@@ -437,30 +437,27 @@ def _walk_headers(buf: U8, data: bytes | memoryview, pos: I64, headers: Values, 
 
 # ---- runs of records of one size -------------------------------------------------------------------
 
-def _od_bytes(width: int, below: int) -> npt.NDArray[np.uint32]:
+def _od_bytes(width: int, below: int) -> npt.NDArray[np.unsignedinteger]:
     """The offset deltas 0 .. below - 1 as the little-endian integer of their `width`-byte
-    zigzag varints (only those of that width are right: the caller asks for its range)."""
+    zigzag varints, in the dtype that `_field` reads such a varint as (only those of that width
+    are right: the caller asks for its range)."""
     x = np.arange(below, dtype=np.uint32) << np.uint32(1)
     out = x & np.uint32(0x7F)
     for k in range(1, width):
         out |= np.uint32(0x80) << np.uint32(8 * (k - 1))  # continuation bits
         out |= ((x >> np.uint32(7 * k)) & np.uint32(0x7F)) << np.uint32(8 * k)
-    return out
+    return out.astype(_FIELD_DTYPES[width])
 
 
+_FIELD_DTYPES = {1: np.uint8, 2: np.uint16, 3: np.uint32}
 # Offset deltas as varint bytes, by width: what a run's offset deltas are compared with.
 _OD_FROM = {1: 0, 2: 64, 3: 8192}  # the first index whose offset delta takes that many bytes
 _OD_BELOW = {1: 64, 2: 8192, 3: 1 << 20}
-_OD_TABLES: dict[int, npt.NDArray[np.uint32]] = {1: _od_bytes(1, 64), 2: _od_bytes(2, 8192)}
-# Two-byte timestamp deltas decoded, by their bytes as a little-endian uint16 (a run's
-# continuation bits are checked apart).
-_T2 = np.arange(1 << 16, dtype=np.int32)
-_T2 = (_T2 & 0x7F) | ((_T2 >> 1) & 0x3F80)
-_T2 = (_T2 >> 1) ^ -(_T2 & 1)
+_OD_TABLES: dict[int, npt.NDArray[np.unsignedinteger]] = {1: _od_bytes(1, 64), 2: _od_bytes(2, 8192)}
 U64 = npt.NDArray[np.uint64]
 
 
-def _od_table(width: int, below: int) -> npt.NDArray[np.uint32]:
+def _od_table(width: int, below: int) -> npt.NDArray[np.unsignedinteger]:
     table = _OD_TABLES.get(width)
     if table is None or table.size < below:
         table = _OD_TABLES[width] = _od_bytes(width, min(1 << max(below - 1, 1).bit_length(), _OD_BELOW[width]))
@@ -479,19 +476,25 @@ def _field(window: U64, at: int, width: int) -> npt.NDArray[np.unsignedinteger]:
 
 
 def _zigzag_range(raw: npt.NDArray[np.unsignedinteger], width: int) -> tuple[int, int]:
-    """The least and largest of a column of `width`-byte zigzag varints (their continuation bits
-    are the caller's to check), as their little-endian bytes."""
-    if width == 2:
-        values = _T2.take(raw)
-    else:
-        v = raw.astype(np.int32)
-        if width == 3:
-            v = (v & 0x7F) | ((v >> 1) & 0x3F80) | ((v >> 2) & 0x1FC000)
-        values = v >> 1
-        v &= 1
-        np.negative(v, out=v)
-        values ^= v
-    return int(values.min()), int(values.max())
+    """The least and largest of a column of `width`-byte zigzag varints given as the
+    little-endian integers of their bytes (their continuation bits are the caller's to check)."""
+    v = raw.astype(np.int32)
+    if width >= 2:
+        v = (v & 0x7F) | ((v >> 1) & 0x3F80) | ((v >> 2) & 0x1FC000)
+    values = v >> 1
+    v &= 1
+    np.negative(v, out=v)
+    values ^= v
+    return int(np.minimum.reduce(values)), int(np.maximum.reduce(values))
+
+
+def _even_zigzag(le: int, width: int) -> int:
+    """The value of a `width`-byte zigzag varint of an even (non-negative) value, given as the
+    little-endian integer of its bytes."""
+    raw = 0
+    for k in range(width):
+        raw |= ((le >> 8 * k) & 0x7F) << 7 * k
+    return raw >> 1
 
 
 def _uniform_run(body: bytes | memoryview, buf: U8, run: _Run, first_timestamp: int, min_timestamp: int | None,
@@ -549,25 +552,38 @@ def _uniform_run(body: bytes | memoryview, buf: U8, run: _Run, first_timestamp: 
         # A window at the field, or ending with the record when it is nearer its end: 8 bytes
         # always fit (a record has at least 7, and the window may start at the byte before it).
         start = min(fields[k][0], size - 8)
-        mask = expect = 0
-        window: U64 = np.array(np.ndarray((rows,), "<u8", buf, p0 + size + start, (size,)))
+        mask = expect = sign = 0
+        window: U64 = np.ndarray((rows,), "<u8", buf, p0 + size + start, (size,))  # strided
+        ts: npt.NDArray[np.unsignedinteger] | None = None
+        if fields[k][0] <= od_at <= start + 8 - od_width or fields[k][0] <= ts_at <= start + 8 - ts_width:
+            window = window.copy()  # read more than once: contiguous
         while k < len(fields) and fields[k][0] + fields[k][1] <= start + 8:
             place, width = fields[k]
             shift = 8 * (place - start)
             if place == od_at:  # compared whole, continuation bits included
-                if (_field(window, place - start, width) != _od_table(width, i0 + n)[i0 + 1:i0 + n]).any():
+                if np.count_nonzero(_field(window, place - start, width) != _od_table(width, i0 + n)[i0 + 1:i0 + n]):
                     return None
             elif place == ts_at:
-                lo, hi = _zigzag_range(_field(window, place - start, width), width)
-                low, high = min(low, lo), max(high, hi)
-                mask |= int.from_bytes(b"\x80" * width, "little") << shift  # continuation bits
+                ts = _field(window, place - start, width)
+                # Continuation bits, and the zigzag sign bit: with every delta at least 0 (as
+                # a producer's usually are), the varints' bytes order as their values do.
+                mask |= int.from_bytes(b"\x80" * width, "little") << shift
                 expect |= int.from_bytes(b"\x80" * (width - 1), "little") << shift
+                sign = 1 << shift
             else:
                 mask |= ((1 << 8 * width) - 1) << shift
                 expect |= (0 if place < 0 else int.from_bytes(first[place:place + width], "little")) << shift
             k += 1
-        np.bitwise_and(window, np.uint64(mask), out=window)
-        if (window != np.uint64(expect)).any():
+        if ts is None:
+            if np.count_nonzero(np.bitwise_and(window, np.uint64(mask)) != np.uint64(expect)):
+                return None
+        elif not np.count_nonzero(np.bitwise_and(window, np.uint64(mask | sign)) != np.uint64(expect)):
+            low = min(low, _even_zigzag(int(np.minimum.reduce(ts)), ts_width))
+            high = max(high, _even_zigzag(int(np.maximum.reduce(ts)), ts_width))
+        elif not np.count_nonzero(np.bitwise_and(window, np.uint64(mask)) != np.uint64(expect)):
+            lo, hi = _zigzag_range(ts, ts_width)  # some timestamp delta below 0: decoded
+            low, high = min(low, lo), max(high, hi)
+        else:
             return None
     low, high = first_timestamp + low, first_timestamp + high
     if min_timestamp is not None and max_timestamp is not None and not min_timestamp <= low <= high <= max_timestamp:
