@@ -16,7 +16,7 @@ the 10th percentile of µs per batch over `--rounds` rounds of `--repeat` calls.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import functools
 import statistics
 import subprocess
 import sys
@@ -84,11 +84,11 @@ def main() -> None:
             for name, (scan, valid) in trees.items():
                 config = valid.ValidationConfig(MAX_MESSAGE_BYTES)  # the bench's topics: no timestamp window
                 if step == "validate":
-                    calls[name] = lambda valid=valid, config=config: valid.validate(batch, 7, NOW, config)
+                    calls[name] = functools.partial(valid.validate, batch, 7, NOW, config)
                 else:
                     # With a timestamp window, as a topic with message.timestamp.difference.max.ms has.
-                    calls[name] = lambda scan=scan: scan.scan_records(body, count, first_ts, NOW - 3_600_000,
-                                                                      NOW + 3_600_000)
+                    calls[name] = functools.partial(scan.scan_records, body, count, first_ts, NOW - 3_600_000,
+                                                    NOW + 3_600_000)
             times: dict[str, list[float]] = {name: [] for name in calls}
             for _ in range(args.rounds):
                 for name, call in calls.items():
