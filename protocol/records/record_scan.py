@@ -11,12 +11,17 @@ the validator's.
 Two ways, one result (`scan_records` picks):
 - `scan_each`, a Python loop over the records that makes only ints: cheapest for a few records
   (a latency-bound producer sends one record per batch).
-- `scan_columns`, for batches of many records: one Python step per record finds where each
-  record starts (the length varints are a chain: a record's start is known only from the one
-  before), then every field of every record is decoded at once as numpy columns (a varint
-  column takes a few array operations whatever the number of records), and the checks are
-  column comparisons. Records with headers walk their headers in columns too, one header per
-  round, until few are left.
+- `scan_columns`, for batches of many records: a walk finds where each record starts (the
+  length varints are a chain: a record's start is known only from the one before), in Python
+  one record at a time except where records repeat one size, which it confirms a strided
+  column at a time. Such a run of records of one size (a producer's equal-size values: a size
+  changes only where an offset or timestamp delta needs another varint byte, so such a batch
+  is two to four runs) is checked whole against its first record's layout, a few 8-byte
+  strided columns compared under a mask (`_uniform_run`). The other records have every field
+  decoded at once as numpy columns (a varint column takes a few array operations whatever the
+  number of records), the checks being column comparisons; records with headers walk their
+  headers in columns too, one header per round, until few are left. When fewer than
+  COLUMNS_FROM records are left outside runs, the loop takes them.
 A departure from Kafka, kept from before: a record's offset delta must be its index in the
 batch (Kafka 2.8 rebuilds a compressed batch whose inner offsets are off, and stores an
 uncompressed one as sent); such records are rejected with INVALID_RECORD.
@@ -509,8 +514,12 @@ def _uniform_run(body: bytes | memoryview, buf: U8, run: _Run, first_timestamp: 
     and offset deltas, and the offset delta that is its index; those bytes sit at fixed places
     from each record's start, so they are read as a few strided 8-byte columns of the batch
     (a record's header count is read with the next record's first bytes, its last byte being
-    just before them), compared with the first record's under a mask, and the timestamp deltas
-    decoded for their least and largest.
+    just before them), compared with the first record's under a mask (the offset deltas with a
+    table of their expected bytes), and the least and largest timestamp deltas taken from their
+    bytes (which order as their values when none is below 0; decoded otherwise). Every record
+    is then as well-formed as the first, has the right offset delta, and has a key if the first
+    has one; the timestamps, first_timestamp within 2**62 and deltas below 2**20, cannot wrap,
+    so the least and largest settle the window. What the loop would reject never passes here.
     """
     i0, p0, size, n = run.i, run.p, run.size, run.n
     if not -(1 << 62) <= first_timestamp <= 1 << 62:
