@@ -318,7 +318,7 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
     p = 0
     i = 0
     last = run = 0
-    first_i = first_p = 0  # the first record of the current streak of one size
+    streak: _Run | None = None  # the current streak of one size, once a guess has kept some of it
     stride, need = STRIDE_FIRST, RUN_BEFORE_GUESS
     try:
         while i < count:
@@ -344,13 +344,11 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
                     width = q - p
                     size = width + length
             starts[i] = p + width
-            if size != last:
-                last, run, first_i, first_p = size, 0, i, p
-                p += size
-                i += 1
-                continue
             p += size
             i += 1
+            if size != last:
+                last, run, streak = size, 0, None
+                continue
             run += 1
             if run < need:
                 continue
@@ -370,11 +368,11 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
             if fits[kept]:
                 kept = k
             if kept:
-                if not runs or runs[-1].i != first_i:
-                    runs.append(_Run(first_i, first_p, size))
-                streak = runs[-1]
+                if streak is None:  # its records so far were all stepped on: run + 1 of them
+                    streak = _Run(i - run - 1, p - (run + 1) * size, size)
+                    runs.append(streak)
                 streak.guessed.append((i, p, kept, width))
-                streak.n = i + kept - first_i
+                streak.n = i + kept - streak.i
                 i += kept
                 p += size * kept
             if kept == k:
