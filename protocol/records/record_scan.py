@@ -11,12 +11,17 @@ the validator's.
 Two ways, one result (`scan_records` picks):
 - `scan_each`, a Python loop over the records that makes only ints: cheapest for a few records
   (a latency-bound producer sends one record per batch).
-- `scan_columns`, for batches of many records: one Python step per record finds where each
-  record starts (the length varints are a chain: a record's start is known only from the one
-  before), then every field of every record is decoded at once as numpy columns (a varint
-  column takes a few array operations whatever the number of records), and the checks are
-  column comparisons. Records with headers walk their headers in columns too, one header per
-  round, until few are left.
+- `scan_columns`, for batches of many records: a walk finds where each record starts (the
+  length varints are a chain: a record's start is known only from the one before), in Python
+  one record at a time except where records repeat one size, which it confirms a strided
+  column at a time. Such a run of records of one size (a producer's equal-size values: a size
+  changes only where an offset or timestamp delta needs another varint byte, so such a batch
+  is two to four runs) is checked whole against its first record's layout, a few 8-byte
+  strided columns compared under a mask (`_uniform_run`). The other records have every field
+  decoded at once as numpy columns (a varint column takes a few array operations whatever the
+  number of records), the checks being column comparisons; records with headers walk their
+  headers in columns too, one header per round, until few are left. When fewer than
+  COLUMNS_FROM records are left outside runs, the loop takes them.
 A departure from Kafka, kept from before: a record's offset delta must be its index in the
 batch (Kafka 2.8 rebuilds a compressed batch whose inner offsets are off, and stores an
 uncompressed one as sent); such records are rejected with INVALID_RECORD.
@@ -51,6 +56,9 @@ MIN_HEADER_SIZE = 2  # a key length and a value length, one byte each
 # The walk guesses once this many records in a row had one size (more after a guess that fell
 # short); its first guess covers STRIDE_FIRST records, each confirmed one four times more.
 RUN_BEFORE_GUESS, RUN_MAX = 2, 1024
+# A run of records of one size this long is checked whole by `_uniform_run` (some 20 array
+# operations on a few strided columns, whatever its length: the loop's cost of ~20 records).
+UNIFORM_FROM = 16
 STRIDE_FIRST, STRIDE_MAX = 64, 1 << 16
 _MAX_VARINT_BYTES = 10  # a varlong's most
 _COMPACTED_NO_KEY = "Compacted topic cannot accept message without key."
@@ -115,8 +123,11 @@ def _wrap64(n: int) -> int:
 # ---- one record at a time ------------------------------------------------------------------------
 
 def scan_each(body: bytes, count: int, first_timestamp: int, min_timestamp: int | None,
-              max_timestamp: int | None, require_keys: bool = False) -> RecordScan:
-    """`scan_records` as a loop over the records; only ints are made per record."""
+              max_timestamp: int | None, require_keys: bool = False, first_index: int = 0) -> RecordScan:
+    """`scan_records` as a loop over the records; only ints are made per record.
+
+    With `first_index`, body holds the batch's records from that index on (`scan_columns`
+    hands it the records that its equal-size runs left): offset deltas and errors count from it."""
     scan = RecordScan()
     errors = scan.errors
     check_window = min_timestamp is not None and max_timestamp is not None
@@ -129,11 +140,11 @@ def scan_each(body: bytes, count: int, first_timestamp: int, min_timestamp: int 
     near_limit = not -(1 << 62) <= first_timestamp <= 1 << 62
     end = len(body)
     p = 0
-    i = 0
     # Every varint is read inline when it is one byte (small lengths, deltas and counts),
     # falling back to varint_at otherwise.
+    i = first_index
     try:
-        for i in range(count):
+        for i in range(first_index, first_index + count):
             b = body[p]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
@@ -267,29 +278,47 @@ def _long_varints(buf: U8, pos: I64, bad: Bools) -> tuple[Values, I64]:
     return values, after
 
 
-def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I64, int]:
-    """Where each record's length varint starts, where its body starts (after that varint),
-    and where the walk ended.
+class _Run:
+    """Records i .. i + n - 1 of the batch, all `size` bytes from position p on, found by the
+    walk; `guessed` lists the (index, position, count, length varint width) of its records that
+    were placed by a guess rather than stepped on (their places are written only if the run
+    goes back to the general path)."""
+
+    __slots__ = ("i", "p", "size", "n", "guessed")
+
+    def __init__(self, i: int, p: int, size: int) -> None:
+        self.i, self.p, self.size, self.n = i, p, size, 0
+        self.guessed: list[tuple[int, int, int, int]] = []
+
+
+def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I64, int, list[_Run]]:
+    """Where each record's length varint starts (count + 1 places, the last one where the walk
+    ended), where its body starts (after that varint), where the walk ended, and the runs of
+    records of one size that it found.
 
     The lengths are a chain: a record's place follows from the length of the one before. The
     walk steps one record at a time in Python, but once a few records in a row have had the
     same size, it guesses that the next ones have it too and checks the guess for a whole
     stride at once (the bytes of the length varint at those places against the last record's,
-    as one column per byte): records of a batch are often all of one size (a size changes only
+    as one strided column): records of a batch are often all of one size (a size changes only
     where an offset or timestamp delta needs one more varint byte). A guess is kept up to its
     first record of another size, so every kept place is one the step-by-step walk would have
     found. Where sizes repeat only by chance, guesses fall short and the walk waits for ever
     longer runs before guessing again.
+
+    Places are written for the records stepped on only: a run's guessed records get theirs from
+    `_place` if the run is not taken whole by `_uniform_run`.
     """
-    heads = array("q", bytes(8 * count))
+    heads = array("q", bytes(8 * (count + 1)))
     starts = array("q", bytes(8 * count))
-    # The same memory as numpy arrays, written a stride at a time.
     head_column: I64 = np.frombuffer(heads, dtype=np.int64)
     start_column: I64 = np.frombuffer(starts, dtype=np.int64)
+    runs: list[_Run] = []
     end = len(body)
     p = 0
     i = 0
     last = run = 0
+    streak: _Run | None = None  # the current streak of one size, once a guess has kept some of it
     stride, need = STRIDE_FIRST, RUN_BEFORE_GUESS
     try:
         while i < count:
@@ -318,7 +347,7 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
             p += size
             i += 1
             if size != last:
-                last, run = size, 0
+                last, run, streak = size, 0, None
                 continue
             run += 1
             if run < need:
@@ -326,27 +355,45 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
             k = min(count - i, (end - p) // size, stride)
             if k <= 0:
                 continue
-            stop = p + size * k  # <= end: every guessed record's length varint is in the batch
-            varint = bytes(body[p - size:p - size + width])  # the last record's length, as sent
             # The guessed places are a strided view of the batch: no index column, no gather.
-            fits = buf[p:stop:size] == varint[0]
-            for j in range(1, width):
-                fits &= buf[p + j:stop + j:size] == varint[j]
-            kept = k if fits.all() else int(np.argmin(fits))
-            guess = np.arange(p, p + size * kept, size, dtype=np.int64)
-            head_column[i:i + kept] = guess
-            start_column[i:i + kept] = guess + width
-            i += kept
-            p += size * kept
+            if width == 1:
+                fits = buf[p:p + size * k:size] == b
+            elif width == 2:
+                fits = np.ndarray((k,), "<u2", buf, p, (size,)) == b | (c << 8)
+            else:
+                fits = buf[p:p + size * k:size] == body[p - size]
+                for j in range(1, width):
+                    fits &= buf[p + j:p + j + size * k:size] == body[p - size + j]
+            kept = int(fits.argmin())  # the first record of another size, or 0 when all fit
+            if fits[kept]:
+                kept = k
+            if kept:
+                if streak is None:  # its records so far were all stepped on: run + 1 of them
+                    streak = _Run(i - run - 1, p - (run + 1) * size, size)
+                    runs.append(streak)
+                streak.guessed.append((i, p, kept, width))
+                streak.n = i + kept - streak.i
+                i += kept
+                p += size * kept
             if kept == k:
                 stride, need = min(stride * 4, STRIDE_MAX), RUN_BEFORE_GUESS
             else:
                 # A guess cut short: sizes repeat only briefly here, so wait for longer runs
                 # before the next guess (its cost is the same for one record kept or many).
-                stride, run, need = STRIDE_FIRST, 0, min(need * 2, RUN_MAX)
+                # The next record starts a new streak even if its size is the same (another
+                # encoding of its length): a run's records have one length varint.
+                stride, run, need, last = STRIDE_FIRST, 0, min(need * 2, RUN_MAX), -1
     except (IndexError, ValueError) as e:
         raise _structure(i, str(e)) from e
-    return head_column, start_column, p
+    heads[count] = p
+    return head_column, start_column, p, runs
+
+
+def _place(run: _Run, heads: I64, starts: I64) -> None:
+    """Write the places of a run's guessed records (`_record_heads`)."""
+    for i, p, k, width in run.guessed:
+        heads[i:i + k] = np.arange(p, p + run.size * k, run.size, dtype=np.int64)
+        starts[i:i + k] = heads[i:i + k] + width
 
 
 def _skip(pos: I64, n: Values, limit: I64) -> I64:
@@ -391,23 +438,224 @@ def _walk_headers(buf: U8, data: bytes | memoryview, pos: I64, headers: Values, 
         pos[j] = min(p, lim)
 
 
+# ---- runs of records of one size -------------------------------------------------------------------
+
+def _od_bytes(width: int, below: int) -> npt.NDArray[np.unsignedinteger]:
+    """The offset deltas 0 .. below - 1 as the little-endian integer of their `width`-byte
+    zigzag varints, in the dtype that `_field` reads such a varint as (only those of that width
+    are right: the caller asks for its range)."""
+    x = np.arange(below, dtype=np.uint32) << np.uint32(1)
+    out = x & np.uint32(0x7F)
+    for k in range(1, width):
+        out |= np.uint32(0x80) << np.uint32(8 * (k - 1))  # continuation bits
+        out |= ((x >> np.uint32(7 * k)) & np.uint32(0x7F)) << np.uint32(8 * k)
+    return out.astype(_FIELD_DTYPES[width])
+
+
+_FIELD_DTYPES = {1: np.uint8, 2: np.uint16, 3: np.uint32}
+# Offset deltas as varint bytes, by width: what a run's offset deltas are compared with.
+_OD_FROM = {1: 0, 2: 64, 3: 8192}  # the first index whose offset delta takes that many bytes
+_OD_BELOW = {1: 64, 2: 8192, 3: 1 << 20}
+_OD_TABLES: dict[int, npt.NDArray[np.unsignedinteger]] = {1: _od_bytes(1, 64), 2: _od_bytes(2, 8192)}
+U64 = npt.NDArray[np.uint64]
+
+
+def _od_table(width: int, below: int) -> npt.NDArray[np.unsignedinteger]:
+    table = _OD_TABLES.get(width)
+    if table is None or table.size < below:
+        table = _OD_TABLES[width] = _od_bytes(width, min(1 << max(below - 1, 1).bit_length(), _OD_BELOW[width]))
+    return table
+
+
+def _field(window: U64, at: int, width: int) -> npt.NDArray[np.unsignedinteger]:
+    """The `width` bytes at byte `at` of every window, as a little-endian unsigned column."""
+    if width == 1:
+        return window.view(np.uint8)[at::8]
+    if width == 2 and at <= 6:
+        return np.ndarray(window.shape, "<u2", window, at, (8,))
+    if at <= 4:
+        return np.ndarray(window.shape, "<u4", window, at, (8,)) & np.uint32(0xFFFFFF)
+    return (window >> np.uint64(8 * at)) & np.uint64((1 << 8 * width) - 1)
+
+
+def _zigzag_range(raw: npt.NDArray[np.unsignedinteger], width: int) -> tuple[int, int]:
+    """The least and largest of a column of `width`-byte zigzag varints given as the
+    little-endian integers of their bytes (their continuation bits are the caller's to check)."""
+    v = raw.astype(np.int32)
+    if width >= 2:
+        v = (v & 0x7F) | ((v >> 1) & 0x3F80) | ((v >> 2) & 0x1FC000)
+    values = v >> 1
+    v &= 1
+    np.negative(v, out=v)
+    values ^= v
+    return int(np.minimum.reduce(values)), int(np.maximum.reduce(values))
+
+
+def _even_zigzag(le: int, width: int) -> int:
+    """The value of a `width`-byte zigzag varint of an even (non-negative) value, given as the
+    little-endian integer of its bytes."""
+    raw = 0
+    for k in range(width):
+        raw |= ((le >> 8 * k) & 0x7F) << 7 * k
+    return raw >> 1
+
+
+def _uniform_run(body: bytes | memoryview, buf: U8, run: _Run, first_timestamp: int, min_timestamp: int | None,
+                 max_timestamp: int | None, require_keys: bool) -> int | None:
+    """The largest timestamp of a run of records of one size when every record of it is laid
+    out as its first one and passes every check; None when any might not (the run then takes
+    the general path, which finds what is wrong).
+
+    The first record is read in Python. It gives the run's layout: where each varint starts
+    and how many bytes it has. Every record of the run must then have the same bytes for its
+    length, key size, value size and header count (none), the same widths for its timestamp
+    and offset deltas, and the offset delta that is its index; those bytes sit at fixed places
+    from each record's start, so they are read as a few strided 8-byte columns of the batch
+    (a record's header count is read with the next record's first bytes, its last byte being
+    just before them), compared with the first record's under a mask (the offset deltas with a
+    table of their expected bytes), and the least and largest timestamp deltas taken from their
+    bytes (which order as their values when none is below 0; decoded otherwise). Every record
+    is then as well-formed as the first, has the right offset delta, and has a key if the first
+    has one; the timestamps, first_timestamp within 2**62 and deltas below 2**20, cannot wrap,
+    so the least and largest settle the window. What the loop would reject never passes here.
+    """
+    i0, p0, size, n = run.i, run.p, run.size, run.n
+    if not -(1 << 62) <= first_timestamp <= 1 << 62:
+        return None  # a timestamp sum could wrap: the general path's 64-bit arithmetic
+    try:
+        _, q = varint_at(body, p0)
+        length_width = q - p0
+        ts_at = q + 1 - p0  # after the attributes byte, unused in v2
+        ts0, q = varint_at(body, q + 1)
+        od_at = q - p0
+        od0, q = varint_at(body, q)
+        key_at = q - p0
+        key, q = varint_at(body, q)
+        key_width = q - p0 - key_at
+        q += max(key, 0)
+        value_at = q - p0
+        value, q = varint_at(body, q)
+        value_width = q - p0 - value_at
+        q += max(value, 0)
+    except (IndexError, ValueError):
+        return None
+    ts_width, od_width = od_at - ts_at, key_at - od_at
+    end = p0 + size * n
+    # One header count, 0, in the first record and the last (the others are read with the next
+    # record's first bytes), and nothing after it.
+    if q + 1 != p0 + size or body[q] != 0 or body[end - 1] != 0 or od0 != i0 or (require_keys and key < 0) \
+            or ts_width > 3 or od_width > 3 or length_width > 4 or key_width > 4 or value_width > 4 \
+            or not _OD_FROM[od_width] <= i0 < i0 + n <= _OD_BELOW[od_width]:
+        return None
+    # (place from the record's start, width): the header count of the record before it, its
+    # length, timestamp delta, offset delta, key size and value size, in the record's order.
+    fields = [(-1, 1), (0, length_width), (ts_at, ts_width), (od_at, od_width), (key_at, key_width),
+              (value_at, value_width)]
+    low = high = ts0
+    rows = n - 1  # the records after the first, each read from the byte before it
+    first = memoryview(body)[p0:p0 + size]
+    k = 0
+    while k < len(fields):
+        # A window at the field, or ending with the record when it is nearer its end: 8 bytes
+        # always fit (a record has at least 7, and the window may start at the byte before it).
+        start = min(fields[k][0], size - 8)
+        mask = expect = sign = 0
+        window: U64 = np.ndarray((rows,), "<u8", buf, p0 + size + start, (size,))  # strided
+        ts: npt.NDArray[np.unsignedinteger] | None = None
+        if fields[k][0] <= od_at <= start + 8 - od_width or fields[k][0] <= ts_at <= start + 8 - ts_width:
+            window = window.copy()  # read more than once: contiguous
+        while k < len(fields) and fields[k][0] + fields[k][1] <= start + 8:
+            place, width = fields[k]
+            shift = 8 * (place - start)
+            if place == od_at:  # compared whole, continuation bits included
+                if np.count_nonzero(_field(window, place - start, width) != _od_table(width, i0 + n)[i0 + 1:i0 + n]):
+                    return None
+            elif place == ts_at:
+                ts = _field(window, place - start, width)
+                # Continuation bits, and the zigzag sign bit: with every delta at least 0 (as
+                # a producer's usually are), the varints' bytes order as their values do.
+                mask |= int.from_bytes(b"\x80" * width, "little") << shift
+                expect |= int.from_bytes(b"\x80" * (width - 1), "little") << shift
+                sign = 1 << shift
+            else:
+                mask |= ((1 << 8 * width) - 1) << shift
+                expect |= (0 if place < 0 else int.from_bytes(first[place:place + width], "little")) << shift
+            k += 1
+        if ts is None:
+            if np.count_nonzero(np.bitwise_and(window, np.uint64(mask)) != np.uint64(expect)):
+                return None
+        elif not np.count_nonzero(np.bitwise_and(window, np.uint64(mask | sign)) != np.uint64(expect)):
+            low = min(low, _even_zigzag(int(np.minimum.reduce(ts)), ts_width))
+            high = max(high, _even_zigzag(int(np.maximum.reduce(ts)), ts_width))
+        elif not np.count_nonzero(np.bitwise_and(window, np.uint64(mask)) != np.uint64(expect)):
+            lo, hi = _zigzag_range(ts, ts_width)  # some timestamp delta below 0: decoded
+            low, high = min(low, lo), max(high, hi)
+        else:
+            return None
+    low, high = first_timestamp + low, first_timestamp + high
+    if min_timestamp is not None and max_timestamp is not None and not min_timestamp <= low <= high <= max_timestamp:
+        return None  # some record out of the window, or NO_TIMESTAMP: the general path lists them
+    return high
+
+
 def scan_columns(body: bytes | memoryview, count: int, first_timestamp: int, min_timestamp: int | None,
                  max_timestamp: int | None, require_keys: bool = False) -> RecordScan:
-    """`scan_records` over numpy columns, one per field (module docstring)."""
+    """`scan_records` over numpy columns (module docstring): the runs of records of one size
+    that `_uniform_run` takes whole, the rest one column per field (or the loop when few)."""
     end = len(body)
     if count <= 0 or end == 0:
         return scan_each(bytes(body), count, first_timestamp, min_timestamp, max_timestamp, require_keys)
     if count * MIN_RECORD_SIZE > end:
         raise _structure(end // MIN_RECORD_SIZE, f"{count} records cannot fit in {end} bytes")
     buf: U8 = np.frombuffer(body, dtype=np.uint8)  # the batch's own bytes, not a copy
-    heads, starts, walked = _record_heads(body, buf, count)
+    heads, starts, walked, runs = _record_heads(body, buf, count)
     if walked != end:
         if walked < end:
             raise RecordsError(ErrorCode.INVALID_RECORD, "incorrect declared batch size, records still remaining")
         raise _structure(count - 1, "the last record runs past the batch")
-    ends = np.empty(count, dtype=np.int64)
-    ends[:-1] = heads[1:]
-    ends[-1] = end
+    scan = RecordScan()
+    top = NO_TIMESTAMP
+    rest: list[tuple[int, int]] = []  # ranges of records the runs did not take
+    i = 0
+    for run in runs:
+        ts = None if run.n < UNIFORM_FROM else _uniform_run(body, buf, run, first_timestamp, min_timestamp,
+                                                              max_timestamp, require_keys)
+        if ts is None:
+            _place(run, heads, starts)  # its records stay in the rest
+            continue
+        top = max(top, ts)
+        if i < run.i:
+            rest.append((i, run.i))
+        i = run.i + run.n
+    if i < count:
+        rest.append((i, count))
+    left = sum(b - a for a, b in rest)
+    if 0 < left < COLUMNS_FROM:
+        for a, b in rest:
+            part = scan_each(bytes(body[int(heads[a]):int(heads[b])]), b - a, first_timestamp, min_timestamp, max_timestamp,
+                             require_keys, a)
+            top = max(top, part.max_timestamp)
+            scan.errors += part.errors
+    elif left:
+        if len(rest) == 1:
+            a, b = rest[0]
+            index = np.arange(a, b, dtype=np.int64)
+            top = max(top, _columns(buf, body, index, heads[a:b], starts[a:b], heads[a + 1:b + 1], first_timestamp,
+                                    min_timestamp, max_timestamp, require_keys, scan))
+        else:
+            index = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in rest])
+            top = max(top, _columns(buf, body, index, heads[index], starts[index], heads[index + 1],
+                                    first_timestamp, min_timestamp, max_timestamp, require_keys, scan))
+    scan.max_timestamp = top
+    return scan
+
+
+def _columns(buf: U8, body: bytes | memoryview, index: I64, heads: I64, starts: I64, ends: I64,
+             first_timestamp: int, min_timestamp: int | None, max_timestamp: int | None, require_keys: bool,
+             scan: RecordScan) -> int:
+    """Check the records `index` (their length varints at heads, their bodies from starts to
+    ends) one column per field; append their errors to scan, return their largest timestamp."""
+    count = index.size
     limit = ends + 1  # a position past a record's end stays here: the record is malformed
     bad = np.zeros(count, dtype=np.bool_)
     ts_delta, pos = _varints(buf, starts + 1, bad)  # after the attributes byte, unused in v2
@@ -424,12 +672,8 @@ def scan_columns(body: bytes | memoryview, count: int, first_timestamp: int, min
         _walk_headers(buf, body, pos, headers, ends, bad)
     bad |= pos != ends
     if bad.any():
-        i = int(np.argmax(bad))
-        raise _structure(i, "record size disagrees with its fields")
+        raise _structure(int(index[np.argmax(bad)]), "record size disagrees with its fields")
     timestamps = ts_delta + np.int64(_wrap64(first_timestamp))  # int64: wraps as Kafka's longs do
-    scan = RecordScan()
-    scan.max_timestamp = max(NO_TIMESTAMP, int(timestamps.max()))
-    index = np.arange(count, dtype=np.int64)
     wrong_offset = offset_delta != index
     keyless = (key_len < 0) if require_keys else np.zeros(count, dtype=np.bool_)
     out_of_range = np.zeros(count, dtype=np.bool_)
@@ -439,11 +683,12 @@ def scan_columns(body: bytes | memoryview, count: int, first_timestamp: int, min
         out_of_range = ~keyless & (timestamps != NO_TIMESTAMP) & ((timestamps < lo) | (timestamps > hi))
     rejected = wrong_offset | keyless | out_of_range
     if rejected.any():  # rare: a message per rejected record, as Kafka's record_errors carry
-        for i in np.flatnonzero(rejected).tolist():
-            if wrong_offset[i]:
-                scan.errors.append((i, ErrorCode.INVALID_RECORD, _offset_delta(i, int(offset_delta[i]))))
-            if keyless[i]:
+        for k in np.flatnonzero(rejected).tolist():
+            i = int(index[k])
+            if wrong_offset[k]:
+                scan.errors.append((i, ErrorCode.INVALID_RECORD, _offset_delta(i, int(offset_delta[k]))))
+            if keyless[k]:
                 scan.errors.append((i, ErrorCode.INVALID_RECORD, _COMPACTED_NO_KEY))
-            elif out_of_range[i]:
-                scan.errors.append((i, ErrorCode.INVALID_TIMESTAMP, _out_of_range(i, int(timestamps[i]), lo, hi)))
-    return scan
+            elif out_of_range[k]:
+                scan.errors.append((i, ErrorCode.INVALID_TIMESTAMP, _out_of_range(i, int(timestamps[k]), lo, hi)))
+    return int(timestamps.max())

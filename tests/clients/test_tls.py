@@ -152,17 +152,7 @@ def test_confluent_kafka_produces_and_consumes_over_ssl(tls: Tls) -> None:
         p.produce(topic, v, k, partition=0, on_delivery=lambda err, _m: err and errors.append(err))
     assert p.flush(60) == 0
     assert errors == []
-    c = Consumer({**conf, "group.id": "tls-confluent", "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        got: list[tuple[int, bytes, bytes]] = []
-        while len(got) < N:
-            m = c.poll(15)
-            assert m is not None, f"only {len(got)} of {N} messages read"
-            assert m.error() is None, m.error()
-            got.append((m.offset(), m.key(), m.value()))
-    finally:
-        c.close()
+    got = _consume_all(conf, topic, N)
     assert [o for o, _, _ in got] == list(range(N))
     assert [(k, v) for _, k, v in got] == msgs
 

@@ -87,6 +87,125 @@ def test_columns_agree_with_the_loop(records: list, data: st.DataObject) -> None
     both(body, max(count, 0), NOW, lo, hi, data.draw(st.booleans()))
 
 
+# Runs of records of one size (what a producer of equal-size values sends) are checked whole by
+# record_scan._uniform_run: batches built from one kind of record, then changed here and there.
+TIMESTAMP_DELTAS = {
+    "zero": lambda i: 0,
+    "index": lambda i: i,  # one byte to 63, two to 8191, three after: sizes change with the offsets'
+    "slow": lambda i: i // 50,
+    "thousands": lambda i: i * 1000,  # three bytes from the start
+    "negative": lambda i: -i,
+    "both signs": lambda i: i if i % 3 else -i,
+}
+
+
+def varint_places(record: bytes) -> list[int]:
+    """Where a header-less record's varints start: length, timestamp and offset deltas, key
+    size, value size, header count."""
+    _, p = record_batch.varint_at(record, 0)
+    places = [0, p + 1]
+    _, p = record_batch.varint_at(record, p + 1)
+    places.append(p)
+    _, p = record_batch.varint_at(record, p)
+    for _ in range(2):  # key, value
+        places.append(p)
+        n, p = record_batch.varint_at(record, p)
+        p += max(n, 0)
+    return [*places, len(record) - 1]
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.data())
+def test_runs_of_one_size_agree_with_the_loop(data: st.DataObject) -> None:
+    n = data.draw(st.one_of(st.sampled_from([128, 130, 1250, 8300]), st.integers(128, 700)), label="records")
+    key = data.draw(st.sampled_from([None, b"", b"k", b"key-0123456789abcdef"]), label="key")
+    value = data.draw(st.sampled_from([None, b"", b"v", b"v" * 5, b"v" * 100, b"v" * 300]), label="value")
+    delta = TIMESTAMP_DELTAS[data.draw(st.sampled_from(sorted(TIMESTAMP_DELTAS)), label="timestamps")]
+    records: list = [[i, delta(i), key, value, []] for i in range(n)]
+    index = st.integers(0, n - 1)
+    for _ in range(data.draw(st.integers(0, 3), label="changes")):
+        i = data.draw(index)
+        what = data.draw(st.sampled_from(["offset", "timestamp", "no key", "headers", "value", "key"]))
+        if what == "offset":
+            records[i][0] += data.draw(st.sampled_from([-1, 1, 64, 8192]))
+        elif what == "timestamp":
+            records[i][1] = data.draw(st.sampled_from([-NOW - 1, -5, 70, 9000, 10_000_000, 1 << 40]))
+        elif what == "no key":
+            records[i][2] = None
+        elif what == "headers":
+            records[i][4] = data.draw(st.lists(header, min_size=1, max_size=3))
+        elif what == "value":
+            records[i][3] = b"w" * data.draw(st.sampled_from([0, 4, 99, 101, 200]))
+        else:
+            records[i][2] = b"kk"
+    encoded = [encode_record(*r) for r in records]
+    starts = [0]
+    for r in encoded:
+        starts.append(starts[-1] + len(r))
+    body = bytearray(b"".join(encoded))
+    for _ in range(data.draw(st.integers(0, 2), label="corruptions")):
+        # The first byte of one of a record's varints, or any of its first dozen bytes.
+        i = data.draw(st.one_of(index, st.sampled_from([1, n // 2, n - 1])))  # mostly inside a run
+        at = starts[i] + data.draw(st.one_of(st.sampled_from(varint_places(encoded[i])), st.integers(0, 12)))
+        at = min(at, starts[i + 1] - 1)
+        b = body[at]
+        body[at] = data.draw(st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFF, b ^ 0x01, b ^ 0x80, (b + 2) % 256,
+                                              (b - 2) % 256]))
+    cut = data.draw(st.sampled_from([None, None, None, "cut", "extra"]), label="end")
+    if cut == "cut":
+        body = body[:data.draw(st.integers(len(body) - 200, len(body) - 1))]
+    elif cut == "extra":
+        body += b"\x00"
+    count = n + data.draw(st.sampled_from([0, 0, 0, 0, -1, 1]), label="count")
+    first_ts = data.draw(st.sampled_from([NOW, NOW, NOW, 0, -1, (1 << 63) - 100, -(1 << 63) + 10]), label="first")
+    window = data.draw(st.sampled_from([None, (NOW - 100, NOW + 5_000), (NOW, NOW + 10 ** 8)]), label="window")
+    lo, hi = window if window else (None, None)
+    both(bytes(body), count, first_ts, lo, hi, data.draw(st.booleans(), label="compacted"))
+
+
+@pytest.mark.parametrize("key", [None, b"k", b"key-0123456789abcdef"])
+@pytest.mark.parametrize("value", [None, b"v" * 100])
+@pytest.mark.parametrize("delta", ["zero", "index", "thousands"])
+def test_every_varint_byte_changed_inside_a_run(key: bytes | None, value: bytes | None, delta: str) -> None:
+    """Each varint's first byte of a record inside a run, its neighbour's and the run's last,
+    set to values that keep or break the record: the loop's answer every time."""
+    n = 300
+    encoded = [encode_record(i, TIMESTAMP_DELTAS[delta](i), key, value) for i in range(n)]
+    for i in (1, 150, n - 1):
+        record = encoded[i]
+        for at in varint_places(record):
+            b = record[at]
+            for new in {0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF, b ^ 0x01, b ^ 0x80, (b + 2) % 256, (b - 2) % 256} - {b}:
+                changed = record[:at] + bytes([new]) + record[at + 1:]
+                body = b"".join(encoded[:i]) + changed + b"".join(encoded[i + 1:])
+                both(body, n, NOW, NOW - 100, NOW + 10 ** 6, key is not None)
+
+
+def test_uniform_runs_are_taken_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench.produce_load's batches: every record is in a run that _uniform_run takes (three
+    runs: offset deltas of one, two and three bytes), and the result is the loop's."""
+    taken: list[tuple[int, int]] = []
+    real = record_scan._uniform_run
+
+    def spy(body, buf, run, *rest):  # noqa: ANN001, ANN002, ANN202
+        ts = real(body, buf, run, *rest)
+        taken.append((run.i, run.n if ts is not None else 0))
+        return ts
+
+    monkeypatch.setattr(record_scan, "_uniform_run", spy)
+    records = [(i, i, None, b"v" * 100, []) for i in range(10_000)]
+    assert both(body_of(records), 10_000, NOW, NOW - 1000, NOW + 10_000) == ("ok", NOW + 9999, [])
+    assert taken == [(0, 64), (64, 8128), (8192, 1808)]
+    taken.clear()
+    records[5000] = (5000, -100, None, b"v" * 100, [])  # a delta below 0 (two bytes, as its neighbours): decoded
+    assert both(body_of(records), 10_000) == ("ok", NOW + 9999, [])
+    assert taken == [(0, 64), (64, 8128), (8192, 1808)]
+    taken.clear()
+    records[6000] = (6000, 1 << 40, None, b"v" * 100, [])  # out of the window: the run goes the general way
+    kind, _, errors = both(body_of(records), 10_000, NOW, NOW - 1000, NOW + 10_000)
+    assert (kind, [(i, code) for i, code, _ in errors]) == ("ok", [(6000, ErrorCode.INVALID_TIMESTAMP)])
+
+
 @pytest.mark.parametrize("sizes", [[100], [1, 2], [60, 61, 62], [0] * 5 + [9000]])
 def test_runs_of_equal_sizes_are_walked_in_strides_without_skipping_a_change(sizes: list[int]) -> None:
     # Runs of all lengths, so the walk's guesses end at every kind of change of size.
