@@ -196,9 +196,13 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
         # broker.network.Connection.next_may_start); the request's bytes stay counted in
         # queued.max.request.bytes until its writes are done.
         futures = [fut for _, _, fut in submitted]
-        ctx.conn.appends_submitted(futures)
         if not all(fut.done() for fut in futures):
+            ctx.conn.appends_submitted(futures)
             await asyncio.wait(futures)  # never cancels them: a write queued is answered in any case
+        # else every append was written inline (small, nothing in flight: ReplicaManager.submit_append):
+        # answered as a synchronous append was, without marking the request processed early
+        # (which would wake the reading task before the answer and send it through the
+        # connection's sending task) and with nothing for the next request to wait for.
         for entry, part, fut in submitted:
             result = fut.result()
             entry["error_code"] = result.error_code

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.replication import replica_manager
 from broker.replication.replica_manager import ReplicaManager
 from protocol.errors import ErrorCode
 from protocol.records.record_batch import build_batch
@@ -15,8 +16,15 @@ from tests.support.replica_managers import records, standalone_replica_manager
 
 
 @pytest.fixture
-def rm(tmp_path: Path) -> ReplicaManager:
+def rm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplicaManager:
+    # Every append through the writer thread (small ones are otherwise written inline).
+    monkeypatch.setattr(replica_manager, "INLINE_APPEND_BYTES", 0)
     return standalone_replica_manager(tmp_path / "logs")
+
+
+@pytest.fixture
+def inline_rm(tmp_path: Path) -> ReplicaManager:
+    return standalone_replica_manager(tmp_path / "inline-logs")
 
 
 def idempotent(seq: int, count: int = 2, pid: int = 1000) -> memoryview:
@@ -105,4 +113,43 @@ async def test_a_failed_write_answers_storage_error_and_takes_the_dir_offline(rm
     assert part.log.segments[-1].log_path.stat().st_size == part.log.segments[-1].size  # cut back
     late = await rm.submit_append(part, memoryview(bytearray(records(1))), acks=1)
     assert (await late).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    await rm.writer.close()
+
+
+async def test_a_small_append_with_nothing_in_flight_is_written_inline(inline_rm: ReplicaManager) -> None:
+    rm = inline_rm
+    part = rm.become_leader("t", 0, [1], 0, [1], 0, 1, 1, None)
+    answer = await rm.submit_append(part, memoryview(bytearray(records(3))), acks=1)
+    # Answered at once, the log end offset moved, and no thread was ever started for it.
+    assert answer.done() and (answer.result().error_code, answer.result().base_offset) == (ErrorCode.NONE, 0)
+    assert part.log_end_offset == 3 and part.log.appends_in_flight == 0
+    assert rm.writer._thread is None
+    await rm.writer.close()
+
+
+async def test_a_small_append_behind_one_in_flight_follows_it_through_the_thread(inline_rm: ReplicaManager) -> None:
+    rm = inline_rm
+    part = rm.become_leader("t", 0, [1], 0, [1], 0, 1, 1, None)
+    now = int(time.time() * 1000)
+    large = memoryview(bytearray(build_batch([(now, None, b"x" * replica_manager.INLINE_APPEND_BYTES, [])])))
+    first = await rm.submit_append(part, large, acks=1)
+    assert part.log.appends_in_flight == 1  # large: queued to the thread
+    small = await rm.submit_append(part, memoryview(bytearray(records(1))), acks=1)
+    assert part.log.appends_in_flight == 2 or small.done()  # queued behind it, never written before it
+    r1, r2 = await first, await small
+    assert (r1.base_offset, r2.base_offset) == (0, 1)
+    assert part.log_end_offset == 2 and part.log.appends_in_flight == 0
+    # Nothing in flight again: the next small one is inline.
+    third = await rm.submit_append(part, memoryview(bytearray(records(1))), acks=1)
+    assert third.done() and third.result().base_offset == 2
+    await rm.writer.close()
+
+
+async def test_a_failed_directory_refuses_a_small_append_too(inline_rm: ReplicaManager) -> None:
+    rm = inline_rm
+    part = rm.become_leader("t", 0, [1], 0, [1], 0, 1, 1, None)
+    rm.writer._failed = OSError(5, "EIO")  # a write of another log of the directory failed
+    answer = await rm.submit_append(part, memoryview(bytearray(records(1))), acks=1)
+    assert answer.done() and answer.result().error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert part.log_end_offset == 0
     await rm.writer.close()
