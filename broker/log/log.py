@@ -405,7 +405,9 @@ class Log:
             return
         seg = entry.segment
         if self._closed or seg is not self._segments[-1]:
-            return  # cannot happen: closes, truncations and rolls settle first
+            # Cannot happen (closes, truncations and rolls settle first); were it to, the append
+            # must not be answered as written: the writer marks it failed (a storage error).
+            raise RuntimeError(f"append completed into a segment no longer active in {self.directory}")
         seg.written(entry.data, entry.first_key)
         self._log_end_offset = entry.last_offset + 1
         self._size += entry.size

@@ -267,18 +267,24 @@ class DirWriter:
         while done:
             entry = done.popleft()
             try:
-                entry.log.append_done(entry)
-            except Exception:
-                log.exception("log_writer.completion_failed", broker_id=self.broker_id, log_dir=self.directory)
-            callback = entry.callback
-            if callback is not None:
                 try:
-                    callback(entry)
-                except Exception:
-                    log.exception("log_writer.callback_failed", broker_id=self.broker_id, log_dir=self.directory)
-            for waiter in entry.waiters or ():
-                if not waiter.done():
-                    waiter.set_result(None)
+                    entry.log.append_done(entry)
+                except Exception as e:
+                    # The log did not take it as written: its callback must not answer it as
+                    # written (it answers a storage error and takes the directory offline).
+                    log.exception("log_writer.completion_failed", broker_id=self.broker_id, log_dir=self.directory)
+                    entry.state = FAILED
+                    entry.error = OSError(errno.EIO, f"append completion failed: {e!r}")
+                callback = entry.callback
+                if callback is not None:
+                    try:
+                        callback(entry)
+                    except Exception:  # the callback answers its produce in any case (see submit_append)
+                        log.exception("log_writer.callback_failed", broker_id=self.broker_id, log_dir=self.directory)
+            finally:
+                for waiter in entry.waiters or ():  # settles always released
+                    if not waiter.done():
+                        waiter.set_result(None)
 
     def wait(self, entry: PendingAppend) -> None:
         """Block (the loop, briefly) until the thread has finished `entry`, then complete what is done."""

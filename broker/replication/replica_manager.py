@@ -915,7 +915,14 @@ class ReplicaManager:
         append_time = validated.log_append_time
 
         def written(entry: PendingAppend) -> None:
-            answer_with(self._append_written(part, entry, staged, epoch, first, last, append_time))
+            try:
+                result = self._append_written(part, entry, staged, epoch, first, last, append_time)
+            except Exception:
+                # A bug: still answered (a produce must never hang), as a storage error.
+                log.exception("produce.completion_failed", broker_id=self.broker_id, topic=part.topic,
+                              partition=part.index)
+                result = LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
+            answer_with(result)
 
         def answer_with(result: LeaderAppend) -> None:
             if part.producer_appends.get(producer_id) is answer:

@@ -214,3 +214,31 @@ async def test_settle_now_blocks_until_the_writes_are_done(log: Log, tmp_path: P
     assert all(e.state == WRITTEN for e in entries)
     assert log.log_end_offset == 20 and log.appends_in_flight == 0
     await writer.close()
+
+
+async def test_a_completion_that_raises_fails_the_entry_and_still_releases_its_waiters(
+        log: Log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writer = DirWriter(str(tmp_path))
+    seen: list[int] = []
+
+    def broken(entry: PendingAppend) -> None:
+        raise RuntimeError("a bug in append_done")
+
+    e = log.start_append(entry(0), 0)
+    e.callback = lambda e: seen.append(e.state)
+    monkeypatch.setattr(log, "append_done", broken)
+    waiter = asyncio.get_running_loop().create_future()
+    e.waiters = [waiter]
+    writer.submit(e)
+    await asyncio.wait_for(waiter, 5)  # released although append_done raised
+    assert seen == [FAILED] and e.state == FAILED and isinstance(e.error, OSError)
+    await writer.close()
+
+
+def test_a_completion_into_a_segment_no_longer_active_raises(log: Log) -> None:
+    e = log.start_append(entry(0), 0)
+    e.segment = log.segments[0].__class__.__new__(log.segments[0].__class__)  # as if the log had rolled under it
+    e.state = WRITTEN
+    with pytest.raises(RuntimeError):
+        log.append_done(e)
+    assert log.log_end_offset == 0 and log.appends_in_flight == 0

@@ -153,3 +153,17 @@ async def test_a_failed_directory_refuses_a_small_append_too(inline_rm: ReplicaM
     assert answer.done() and answer.result().error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert part.log_end_offset == 0
     await rm.writer.close()
+
+
+async def test_a_completion_that_raises_answers_storage_error(rm: ReplicaManager,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    part = rm.become_leader("t", 0, [1], 0, [1], 0, 1, 1, None)
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug after the write")
+
+    monkeypatch.setattr(rm, "_append_written", broken)
+    answer = await rm.submit_append(part, memoryview(bytearray(records(1))), acks=1)
+    result = await asyncio.wait_for(answer, 5)  # answered, not left hanging
+    assert result.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    await rm.writer.close()
