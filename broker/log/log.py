@@ -421,6 +421,8 @@ class Log:
             if last.writer is None:
                 raise RuntimeError(f"an append of {self.directory} was started and never submitted")
             last.writer.wait(last)
+            if self._in_flight and self._in_flight[-1] is last:  # its completion raised: no endless loop
+                raise RuntimeError(f"an append of {self.directory} finished but was not completed")
 
     async def settle(self) -> None:
         """Until no append is in flight (the appends started so far completed)."""

@@ -147,7 +147,20 @@ class DirWriter:
                 self._running = True
                 self._thread = threading.Thread(target=self._run, name=f"log-writer-{self.broker_id}",
                                                 daemon=True)
-                self._thread.start()
+                try:
+                    self._thread.start()
+                except BaseException as e:  # no thread (RuntimeError: can't start new thread)
+                    # Nobody will take the queue: the writer fails, and what is queued fails now,
+                    # in order, so settles and close() do not wait for a thread that never ran.
+                    log.exception("log_writer.start_failed", broker_id=self.broker_id, log_dir=self.directory)
+                    self._thread, self._running, self._failed = None, False, e
+                    for queued in self._queue:
+                        queued.error = queued.error or OSError(errno.EIO, f"log writer not started: {e!r}")
+                        queued.state = FAILED
+                    self._done.extend(self._queue)
+                    self._queue.clear()
+                    self._cond.notify_all()
+                    self._schedule()
             else:
                 self._cond.notify()
 
@@ -201,9 +214,12 @@ class DirWriter:
                     for entry in group:
                         entry.state = FAILED if entry.error is not None else WRITTEN
                     self._done.extend(group)
-                    group = []
                     self._cond.notify_all()
                     self._schedule()
+                # Hold nothing while waiting for the next entries: the last entry would keep its
+                # request frame and its segment's descriptor (a deleted segment's too) alive.
+                group = []
+                del entry
         except BaseException as e:  # a bug: fail what is left, loudly, and take no more entries
             log.exception("log_writer.thread_failed", broker_id=self.broker_id, log_dir=self.directory)
             with self._cond:

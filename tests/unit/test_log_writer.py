@@ -232,6 +232,10 @@ async def test_a_completion_that_raises_fails_the_entry_and_still_releases_its_w
     writer.submit(e)
     await asyncio.wait_for(waiter, 5)  # released although append_done raised
     assert seen == [FAILED] and e.state == FAILED and isinstance(e.error, OSError)
+    with pytest.raises(RuntimeError):  # the broken append_done left it in flight: no endless settle
+        log.settle_now()
+    log._in_flight.clear()
+    log._in_flight_bytes = 0
     await writer.close()
 
 
@@ -242,3 +246,43 @@ def test_a_completion_into_a_segment_no_longer_active_raises(log: Log) -> None:
     with pytest.raises(RuntimeError):
         log.append_done(e)
     assert log.log_end_offset == 0 and log.appends_in_flight == 0
+
+
+async def test_the_idle_thread_holds_no_entry(log: Log, tmp_path: Path) -> None:
+    import sys
+    import time as _time
+    writer = DirWriter(str(tmp_path))
+    start(log, writer, 0)
+    await log.settle()
+    thread = writer._thread
+    assert thread is not None and thread.ident is not None
+    deadline = _time.monotonic() + 5
+    while True:  # until it waits for the next entries
+        frame = sys._current_frames().get(thread.ident)
+        while frame is not None and frame.f_code.co_name != "_run":
+            frame = frame.f_back
+        if frame is not None and frame.f_locals.get("group") == [] and "entry" not in frame.f_locals:
+            break
+        assert _time.monotonic() < deadline, "the thread still holds the last entry"
+        await asyncio.sleep(0.01)
+    await writer.close()
+
+
+async def test_a_thread_that_cannot_start_fails_the_writer_and_its_entries(
+        log: Log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    writer = DirWriter(str(tmp_path))
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    e = start(log, writer, 0)
+    await asyncio.wait_for(log.settle(), 5)  # does not wait for a thread that never ran
+    assert e.state == FAILED and isinstance(e.error, OSError)
+    assert not writer.accepting and writer._thread is None
+    later = start(log, writer, 0)  # refused at once, no thread tried again
+    await asyncio.wait_for(log.settle(), 5)
+    assert later.state == FAILED and isinstance(later.error, Unwritten)
+    await asyncio.wait_for(writer.close(), 5)
+    assert log.log_end_offset == 0
