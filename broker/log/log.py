@@ -49,6 +49,7 @@ first offset (see segment.py), which gives the same lookups without parsing comp
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import re
 import shutil
@@ -377,6 +378,11 @@ class Log:
                 if self._in_flight:
                     self.settle_now()
                     self._check_open()
+                    if self.next_offset != next_offset:
+                        # Appends settled failed unwritten (an earlier write of the directory
+                        # failed): this one's offsets no longer follow, and nothing rolls.
+                        raise KafkaStorageError(self.directory, "append", OSError(
+                            errno.EIO, "appends before this one failed unwritten"))
                 active = self._roll()
                 reserved = 0
             if reserved == 0:

@@ -286,3 +286,16 @@ async def test_a_thread_that_cannot_start_fails_the_writer_and_its_entries(
     assert later.state == FAILED and isinstance(later.error, Unwritten)
     await asyncio.wait_for(writer.close(), 5)
     assert log.log_end_offset == 0
+
+
+async def test_a_roll_after_appends_that_failed_unwritten_raises_and_does_not_roll(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", segment_bytes=1024, index_interval_bytes=64)
+    writer = DirWriter(str(tmp_path))
+    writer._failed = OSError(5, "EIO")  # an earlier write of the directory failed
+    refused = start(log, writer, 0, b"x" * 600)
+    with pytest.raises(KafkaStorageError):
+        log.start_append(entry(1, b"y" * 600), 1)  # would roll: settles first, finds offset 0 again
+    assert refused.state == FAILED and isinstance(refused.error, Unwritten)
+    assert len(log.segments) == 1 and log.next_offset == 0 and log.appends_in_flight == 0
+    log.close()
+    await writer.close()
