@@ -869,6 +869,10 @@ class ReplicaManager:
         """
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[LeaderAppend] = loop.create_future()
+        refusal = self._still_leader(part)  # the caller's check may predate an await (its config)
+        if refusal is not None:
+            answer.set_result(LeaderAppend(refusal))
+            return answer
         checked = self._validate(part, data, acks, config, produce_version, transactional_id)
         if isinstance(checked, LeaderAppend):
             answer.set_result(checked)

@@ -167,3 +167,13 @@ async def test_a_completion_that_raises_answers_storage_error(rm: ReplicaManager
     result = await asyncio.wait_for(answer, 5)  # answered, not left hanging
     assert result.error_code == ErrorCode.KAFKA_STORAGE_ERROR
     await rm.writer.close()
+
+
+async def test_a_partition_no_longer_led_here_is_refused_before_anything(inline_rm: ReplicaManager) -> None:
+    rm = inline_rm
+    part = rm.become_leader("t", 0, [1], 0, [1], 0, 1, 1, None)
+    rm.become_follower("t", 0, [1, 2], 2, 1, [1, 2], 0, 1, None)
+    answer = await rm.submit_append(part, memoryview(bytearray(records(1))), acks=1)
+    assert answer.done() and answer.result().error_code == ErrorCode.NOT_LEADER_FOR_PARTITION
+    assert part.log_end_offset == 0
+    await rm.writer.close()
