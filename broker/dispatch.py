@@ -116,6 +116,10 @@ class Dispatcher:
         except ProtocolError as e:
             log.warning("request.malformed", peer=conn.peer, api=self.names[key], api_version=version, error=str(e))
             return False
+        if key != ApiKey.PRODUCE and conn.appends_pending:
+            # Earlier Produce appends of this connection are still being written: this request
+            # starts once they are in the log, as if requests ran one at a time.
+            await conn.next_may_start()
         handling = mod.handle(ctx, request)
         response = await (conn.run_abandonable(handling) if key in ABANDONABLE else handling)
         name = self.names[key]

@@ -339,6 +339,9 @@ class Connection:
         self._held_dropped = False  # one was dropped, its client gone: read nothing more
         self._sender: asyncio.Task[None] | None = None
         self._sender_idle = True  # nothing for the sending task to do: a reply may go out inline
+        # Produce appends of this connection's requests whose writes are queued and not yet done
+        # (broker.log.writer): a later non-Produce request waits for them (next_may_start).
+        self._appends: set[asyncio.Future[Any]] = set()
         # The socket sendfile writes file ranges to: plain TCP only (TLS encrypts in user space).
         sock = writer.get_extra_info("socket")
         plain = writer.get_extra_info("sslcontext") is None and writer.get_extra_info("ssl_object") is None
@@ -376,6 +379,43 @@ class Connection:
         req = self._current()
         if req is not None:
             req.mark_processed()
+
+    def appends_submitted(self, appends: list[asyncio.Future[Any]]) -> None:
+        """The current Produce request's appends have their offsets and their writes are queued
+        (broker.log.writer): the connection's next request may start (the next Produce's
+        appends then follow these in every partition), but one of another API waits until these
+        are written (`next_may_start`: an acks=0 produce then ListOffsets or Fetch on one
+        connection sees its records, as one request at a time would). The request's bytes stay
+        counted in queued.max.request.bytes until its writes are done: the records are still in
+        its frame until then."""
+        pending = [f for f in appends if not f.done()]
+        req = self._current()
+        if pending:
+            self._appends.update(pending)
+            left = [len(pending)]
+            release = _nothing
+            if req is not None:
+                release, req.release = req.release, _nothing
+
+            def written(fut: asyncio.Future[Any]) -> None:
+                self._appends.discard(fut)
+                left[0] -= 1
+                if not left[0]:
+                    release()
+
+            for f in pending:
+                f.add_done_callback(written)
+        if req is not None:
+            req.mark_processed()
+
+    @property
+    def appends_pending(self) -> bool:
+        return bool(self._appends)
+
+    async def next_may_start(self) -> None:
+        """Until every append submitted on this connection so far is written (or failed)."""
+        while self._appends:
+            await asyncio.wait(list(self._appends))  # never cancels them
 
     def mute_for(self, seconds: float) -> None:
         """Read nothing more from this connection for `seconds`."""

@@ -150,6 +150,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     transactional_id = request.get("transactional_id")
     results: dict[str, list[dict[str, Any]]] = {}
     waits: list[tuple[dict[str, Any], Any, int]] = []
+    submitted: list[tuple[dict[str, Any], Any, asyncio.Future[Any]]] = []
     request_refused = _request_refusal(ctx, request, transactional_id)
     for topic in request["topic_data"]:
         name = topic["name"]
@@ -187,7 +188,23 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                 entry["error_code"] = ErrorCode.INVALID_RECORD if version >= 3 else ErrorCode.CORRUPT_MESSAGE
                 continue
             config = await _validation_config(services, name)
-            result = rm.append(part, records, acks, config, version, transactional_id)
+            submitted.append((entry, part, await rm.submit_append(part, records, acks, config, version,
+                                                                   transactional_id)))
+    if submitted:
+        # Every append of the request has its offsets; their writes are queued (broker.log.writer).
+        # The connection's next request may start now (a non-Produce one waits for these writes,
+        # broker.network.Connection.next_may_start); the request's bytes stay counted in
+        # queued.max.request.bytes until its writes are done.
+        futures = [fut for _, _, fut in submitted]
+        if not all(fut.done() for fut in futures):
+            ctx.conn.appends_submitted(futures)
+            await asyncio.wait(futures)  # never cancels them: a write queued is answered in any case
+        # else every append was written inline (small, nothing in flight: ReplicaManager.submit_append):
+        # answered as a synchronous append was, without marking the request processed early
+        # (which would wake the reading task before the answer and send it through the
+        # connection's sending task) and with nothing for the next request to wait for.
+        for entry, part, fut in submitted:
+            result = fut.result()
             entry["error_code"] = result.error_code
             entry["base_offset"] = result.base_offset
             entry["log_append_time_ms"] = result.log_append_time
@@ -200,7 +217,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             if result.error_code == ErrorCode.NONE and acks == -1:
                 waits.append((entry, part, result.last_offset + 1))
     if waits:
-        # Appended: from here the request only waits, and its bytes no longer count against
+        # Appended (written): from here the request only waits, and its bytes no longer count against
         # queued.max.request.bytes (the followers' fetches must still be read meanwhile).
         ctx.conn.request_processed()
         timeout = max(request["timeout_ms"], 0) / 1000

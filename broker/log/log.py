@@ -5,6 +5,15 @@ the page cache (a killed process loses nothing that was written; `flush()` is wh
 reads are an index bisect plus a pread of a few KiB of headers, so no call reads a whole file
 except recovery at open.
 
+Leader Produce appends are two-phase (broker.log.writer): `start_append` assigns the offsets
+(`next_offset`) and the position on the loop, the log directory's writer thread makes the write,
+and `append_done`, on the loop in start order, moves the log end offset, size and indexes. So
+`log_end_offset` (what reads, followers, the high watermark and ListOffsets see) never counts
+bytes not yet in the file, and `next_offset` runs ahead of it by the appends in flight. Every other
+change (a synchronous append, a roll, truncation, retention, compaction's swap, flush, close,
+delete) first settles the log (`settle_now`: waits for its writes in flight and completes them),
+so none of them meets a write under way; `settle` is the awaitable form.
+
 Storage errors (Kafka's Log.maybeHandleIOException): every OSError on the log's files is
 raised as KafkaStorageError and marks the log failed, so that every later call raises it too
 and nothing more is written to a log whose state on disk is uncertain; the replica manager then
@@ -39,11 +48,14 @@ first offset (see segment.py), which gives the same lookups without parsing comp
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import os
 import re
 import shutil
 import time
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +66,7 @@ from broker.log.open_files import SEGMENT_FILES, OpenFile, OpenFiles, is_descrip
 from broker.log.retention import SegmentStat, should_roll_on_time
 from broker.log.segment import HEADER, U32_MAX, Segment, segment_name
 from broker.log.time_index import legacy_offsets
+from broker.log.writer import FAILED, PendingAppend, Unwritten, WriterStopped
 from protocol.records.records import TIME_HEAD_SIZE, max_timestamp, time_head
 
 CLEAN_SHUTDOWN = ".clean_shutdown"
@@ -132,6 +145,10 @@ class Log:
         self._active_created_ms = clock()
         self._active_first_timestamp: int | None = None  # None: not read yet (or the segment is empty)
         self._pending_deletes: list[list[Segment]] = []
+        # Appends started (offsets and positions assigned) whose bytes the directory's writer
+        # thread has not yet reported written, oldest first (`start_append`).
+        self._in_flight: deque[PendingAppend] = deque()
+        self._in_flight_bytes = 0
         # The directory's listing as `open` read it (its own files since changed, the others not):
         # what the partition's other files load from without listing it again.
         self.names_at_open: list[str] | None = None
@@ -267,8 +284,18 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        """The next offset to be assigned."""
+        """The offset after the last entry in the file: what readers, followers and the high
+        watermark see. Appends in flight (`start_append`) are beyond it."""
         return self._log_end_offset
+
+    @property
+    def next_offset(self) -> int:
+        """The next offset to be assigned: the log end offset plus the appends in flight."""
+        return self._in_flight[-1].last_offset + 1 if self._in_flight else self._log_end_offset
+
+    @property
+    def appends_in_flight(self) -> int:
+        return len(self._in_flight)
 
     @property
     def size_bytes(self) -> int:
@@ -292,6 +319,9 @@ class Log:
         if `data` would take it past `segment_bytes`; `data` is never split across segments.
         """
         self._check_open()
+        if self._in_flight:
+            self.settle_now()
+            self._check_open()
         n = len(data)
         if n == 0:
             return self._segments[-1].size
@@ -318,6 +348,97 @@ class Log:
         self._size += n
         self._unflushed.add(active)
         return pos
+
+    # ---- the two-phase append (broker.log.writer) ----------------------------------
+
+    def start_append(self, data: bytes | bytearray | memoryview, last_offset: int) -> PendingAppend:
+        """Place an append whose offsets are assigned (from `next_offset`) without writing it.
+
+        The same checks and roll rule as `append`; a roll first waits for the appends in flight
+        (rare: a roll never overtakes a write queued before it, and the old segment's indexes
+        are written whole). The caller hands the result to its directory's `DirWriter`; once
+        the thread has written it, `append_done` (on the loop, in order) moves the log end
+        offset. Until then readers see nothing of it.
+        """
+        self._check_open()
+        n = len(data)
+        if n < HEADER.size:
+            raise InvalidAppend(f"{n} bytes is not a whole entry")
+        next_offset = self.next_offset
+        first_offset = HEADER.unpack_from(data, 0)[0]
+        if first_offset < next_offset or last_offset < first_offset:
+            raise InvalidAppend(f"entries at offsets {first_offset}..{last_offset} do not follow "
+                                f"next offset {next_offset}")
+        active = self._segments[-1]
+        try:
+            reserved = active.size + self._in_flight_bytes
+            if reserved > 0 and (reserved + n > self.segment_bytes
+                                 or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
+                                 or self._time_to_roll(data)):
+                if self._in_flight:
+                    self.settle_now()
+                    self._check_open()
+                    if self.next_offset != next_offset:
+                        # Appends settled failed unwritten (an earlier write of the directory
+                        # failed): this one's offsets no longer follow, and nothing rolls.
+                        raise KafkaStorageError(self.directory, "append", OSError(
+                            errno.EIO, "appends before this one failed unwritten"))
+                active = self._roll()
+                reserved = 0
+            if reserved == 0:
+                self._active_first_timestamp = max_timestamp(data)[0]
+            file, size = active.write_target()
+        except OSError as e:
+            raise self._fail("append", e) from e
+        entry = PendingAppend(self, active, file, data, size + self._in_flight_bytes, next_offset, last_offset)
+        self._in_flight.append(entry)
+        self._in_flight_bytes += n
+        return entry
+
+    def append_done(self, entry: PendingAppend) -> None:
+        """On the loop, in start order: the writer finished `entry` (written, or failed)."""
+        if not self._in_flight or self._in_flight[0] is not entry:
+            raise RuntimeError(f"append completed out of order in {self.directory}")
+        self._in_flight.popleft()
+        self._in_flight_bytes -= entry.size
+        if entry.state == FAILED:
+            error = entry.error
+            if entry.attempted and error is not None and not isinstance(error, (Unwritten, WriterStopped)):
+                # Its write failed (the thread cut the file back, or says it could not).
+                self._fail("append", error)
+            if not self._in_flight and self._segments and self._segments[-1].size == 0:
+                self._active_first_timestamp = None
+            return
+        seg = entry.segment
+        if self._closed or seg is not self._segments[-1]:
+            # Cannot happen (closes, truncations and rolls settle first); were it to, the append
+            # must not be answered as written: the writer marks it failed (a storage error).
+            raise RuntimeError(f"append completed into a segment no longer active in {self.directory}")
+        seg.written(entry.data, entry.first_key)
+        self._log_end_offset = entry.last_offset + 1
+        self._size += entry.size
+        self._unflushed.add(seg)
+
+    def settle_now(self) -> None:
+        """Wait (blocking the loop, for the writes already queued) until no append is in flight,
+        each completed as usual. What every other change of the log does first."""
+        while self._in_flight:
+            last = self._in_flight[-1]
+            if last.writer is None:
+                raise RuntimeError(f"an append of {self.directory} was started and never submitted")
+            last.writer.wait(last)
+            if self._in_flight and self._in_flight[-1] is last:  # its completion raised: no endless loop
+                raise RuntimeError(f"an append of {self.directory} finished but was not completed")
+
+    async def settle(self) -> None:
+        """Until no append is in flight (the appends started so far completed)."""
+        while self._in_flight:
+            last = self._in_flight[-1]
+            waiter = asyncio.get_running_loop().create_future()
+            if last.waiters is None:
+                last.waiters = []
+            last.waiters.append(waiter)
+            await waiter
 
     def _segment(self, base: int, *, create: bool, pinned: bool = True, names: set[str] | None = None) -> Segment:
         return Segment(self.directory, base, self.index_interval_bytes, create=create, pool=self.open_files,
@@ -450,6 +571,7 @@ class Log:
         `finish_delete` later (`file.delete.delay.ms`). Returns [] when nothing is deleted.
         """
         self._check_open()
+        self.settle_now()
         count = min(count, len(self._segments) - 1)
         if count <= 0:
             return []
@@ -492,7 +614,7 @@ class Log:
             if path.name.endswith(DELETED_SUFFIX):
                 path.unlink(missing_ok=True)
 
-    def _time_to_roll(self, data: bytes | memoryview) -> bool:
+    def _time_to_roll(self, data: bytes | bytearray | memoryview) -> bool:
         active = self._segments[-1]
         if self._active_first_timestamp is None and active.size > 0:
             # Kafka's loadFirstBatchTimestamp: the first entry's (max) timestamp, read once.
@@ -514,6 +636,7 @@ class Log:
         offset after the last kept entry, which may be below `offset`.
         """
         self._check_open()
+        self.settle_now()
         if offset >= self._log_end_offset:
             return
         if offset < self._log_start_offset:
@@ -545,6 +668,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at `offset` (a follower behind its leader's log start)."""
         self._check_open()
+        self.settle_now()
         try:
             for seg in self._segments:
                 self._unflushed.discard(seg)
@@ -582,6 +706,7 @@ class Log:
         """
         point = fault_point or _no_fault
         self._check_open()
+        self.settle_now()
         base = old[0].base_offset
         try:
             i = next(k for k, seg in enumerate(self._segments) if seg is old[0])
@@ -674,6 +799,7 @@ class Log:
         """fsync every segment written since the last flush, and the directory if files changed
         (unless `sync_dir` is False: close fsyncs it once, after its marker)."""
         self._check_open()
+        self.settle_now()
         try:
             for seg in self._unflushed:
                 seg.flush()
@@ -692,6 +818,7 @@ class Log:
         `mark_clean_shutdown`, then syncs again (one syncfs instead of ~5 fsyncs a partition)."""
         if self._closed:
             return
+        self.settle_now()
         if not durable and self._failed is None:
             try:
                 active = self._segments[-1]
@@ -747,6 +874,7 @@ class Log:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def _close_fds(self) -> None:
+        self.settle_now()  # the writer thread holds none of these descriptors after this
         for seg in self._segments:
             seg.close()
         for pending in self._pending_deletes:

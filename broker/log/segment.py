@@ -574,6 +574,39 @@ class Segment:
             except OSError as cut:
                 raise RollbackFailed(named, cut) from e
             raise named from e
+        self._grown(pos, n, key, index_point)
+        return pos
+
+    def write_target(self) -> tuple[OpenFile, int]:
+        """(open file, position) where the next append's bytes go, for the log's writer thread
+        (broker.log.writer): the caller tracks positions of appends still in flight itself."""
+        if self._index_lazy or self._time_lazy:
+            self._need_index()
+            self._need_time()
+        return self.handle(), self.size
+
+    def written(self, data: bytes | bytearray | memoryview, first_key: int) -> None:
+        """An append's bytes are in the file at `self.size` (written by the writer thread, in
+        order): the size, the index point and the time index move as `append` moves them."""
+        pos = self.size
+        n = len(data)
+        index_point = self._bytes_since_index > self.index_interval
+        key = first_key - self.base_offset
+        ts, ts_offset = max_timestamp(data)
+        tracker = self._timestamps
+        before = tracker.max_timestamp, tracker.offset_of_max
+        tracker.observe(ts, ts_offset)
+        if index_point:
+            try:
+                self._time_index.maybe_append(tracker.max_timestamp, tracker.offset_of_max)
+            except ValueError as e:
+                # A broken invariant found after the bytes are in: the offset index and size
+                # still move (the bytes are there); only this time point is left out.
+                tracker.max_timestamp, tracker.offset_of_max = before
+                log.error("segment.time_index_refused", segment=str(self.log_path), error=str(e))
+        self._grown(pos, n, key, index_point)
+
+    def _grown(self, pos: int, n: int, key: int, index_point: bool) -> None:
         self.size = pos + n
         if not self._files_made and pos == 0 and self._pending is not None:
             self._pending.add(self)  # its first bytes: files to make (again, if a pass took it already)
@@ -586,7 +619,6 @@ class Segment:
             self._positions.append(pos)
             self._bytes_since_index = 0
         self._bytes_since_index += n
-        return pos
 
     # ---- lookup ----------------------------------------------------------------------
 

@@ -77,10 +77,11 @@ from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSE
 from broker.log.leader_epoch_checkpoint import DeferredSyncs, LeaderEpochFile
 from broker.log.log import fsync_dir
 from broker.log.open_files import SEGMENT_FILES, is_descriptor_exhaustion, soft_nofile_limit, sync_file_system
-from broker.log.producer_state import BatchMetadata, ProducerBatch, ProducerStateError
+from broker.log.producer_state import BatchMetadata, ProducerAppend, ProducerBatch, ProducerStateError
 from broker.log.producers import PartitionProducers
 from broker.log.retention import plan_deletion
 from broker.log.segment import Segment
+from broker.log.writer import FAILED, DirWriter, PendingAppend, Unwritten, WriterStopped
 from broker.log_config import LogConfig, log_config
 from broker.metrics import Registry
 from broker.replication.isr import IsrTracker
@@ -91,7 +92,7 @@ from broker.zk.client import BadVersionError, NoNodeError, ZkClient
 from protocol.errors import ErrorCode
 from protocol.records.errors import RecordsError
 from protocol.records.records import shallow_validate
-from protocol.records.validator import ValidationConfig, validate
+from protocol.records.validator import Validated, ValidationConfig, validate
 from quotas.rate import SimpleRate
 
 log = structlog.get_logger()
@@ -135,6 +136,15 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+# A leader Produce append smaller than this is written on the loop when its log has nothing in
+# flight (`submit_append`). The thread hand-off (notify, thread wake, call_soon_threadsafe, loop
+# wake, the answer through a future) costs tens of microseconds of latency and CPU, which only
+# pays when the copy itself is long: an os.write of 64 KiB into the page cache takes ~10-20 µs, so
+# below this the hand-off costs more than it lets the loop overlap; above it (batched producers'
+# large requests) the copy is what the thread takes off the loop.
+INLINE_APPEND_BYTES = 64 * 1024
+
+
 @dataclass(slots=True)
 class LeaderAppend:
     """What a leader append answers a producer: Produce's per-partition fields."""
@@ -170,6 +180,9 @@ class Partition:
     # follower: until the high watermark reaches it, "latest" is not known (OFFSET_NOT_AVAILABLE).
     leader_epoch_start_offset: int = -1
     log_config: LogConfig | None = None  # the topic's retention and roll settings (None: the broker's)
+    # An idempotent producer's append in flight (submit_append), by producer id: its next batch
+    # waits for it before its sequence check.
+    producer_appends: dict[int, asyncio.Future[LeaderAppend]] = field(default_factory=dict)
 
     @property
     def log_end_offset(self) -> int:
@@ -214,6 +227,9 @@ class ReplicaManager:
         self.descriptor_errors = 0  # calls refused for want of a descriptor (broker.log.open_files)
         # New segments still without index files, for _index_files_loop (broker.log.index_files).
         self.index_files = PendingIndexFiles()
+        # Leader Produce appends' writes (broker.log.writer): one thread for the log directory,
+        # started on the first append, stopped (queue drained) before the logs close.
+        self.writer = DirWriter(str(self.log_dir), self.broker_id)
         # Storage errors met by stop() itself (the checkpoints, a log's close, the syncs, the
         # markers): the shutdown failed, and the process exits 1 (broker.server.Broker.stop).
         self._stopping = False
@@ -287,6 +303,11 @@ class ReplicaManager:
         before = [time.monotonic()]
         await self._load_done.wait()  # a load still running would add logs after the closes
         self._stopping = True
+        # The appends queued are written and answered; any later one is refused and no writer
+        # thread starts again, so nothing writes to a log while (or after) it closes.
+        await self.writer.close()
+        for part in list(self.partitions.values()):
+            part.log.settle_now()  # nothing is in flight after the close: a no-op, for certain
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -370,6 +391,14 @@ class ReplicaManager:
             return
         if not self.dir_failures.fail(self.log_dir, operation, error):
             return
+        # The appends in flight complete first (written: answered; after a failed write: refused),
+        # so no write of the writer thread is under way in a directory now offline.
+        for part in list(self.partitions.values()):
+            try:
+                part.log.settle_now()
+            except Exception:
+                log.exception("log_dir.settle_failed", broker_id=self.broker_id, topic=part.topic,
+                              partition=part.index)
         for loaded in self._loaded.values():
             loaded.log.abandon()  # never served; the next start recovers them
         self._loaded.clear()
@@ -668,6 +697,7 @@ class ReplicaManager:
     def become_leader(self, topic: str, index: int, replicas: list[int], leader_epoch: int, isr: list[int],
                       zk_version: int, controller_epoch: int, min_isr: int, segment_bytes: int | None) -> Partition:
         part = self._open(topic, index, segment_bytes)
+        part.log.settle_now()  # appends of the previous epoch complete under it
         was_leader = part.leader == self.broker_id
         new_epoch = not was_leader or leader_epoch != part.leader_epoch
         part.replicas, part.isr, part.leader_epoch = list(replicas), list(isr), leader_epoch
@@ -695,6 +725,7 @@ class ReplicaManager:
                         isr: list[int], zk_version: int, controller_epoch: int,
                         segment_bytes: int | None) -> Partition:
         part = self._open(topic, index, segment_bytes)
+        part.log.settle_now()  # a leader's appends in flight complete (and are answered) first
         try:
             part.epochs.flush_if_dirty()  # what the open changed (a follower assigns no epoch here)
         except KafkaStorageError as e:
@@ -731,6 +762,8 @@ class ReplicaManager:
         """Stop a replica, deleting its log if asked; InvalidPartitionName for a name no log dir may hold."""
         partition_dir(self.log_dir, topic, index)  # refuses the name before anything is touched
         part = self.partitions.get((topic, index))
+        if part is not None:
+            part.log.settle_now()  # its appends in flight complete before it stops or goes
         self.wake((topic, index))  # what waits on it answers (NOT_LEADER_FOR_PARTITION)
         if not delete:
             if part is not None:
@@ -786,48 +819,26 @@ class ReplicaManager:
         (and Produce v8's record errors). Offsets are assigned by writing the log end offset
         into the validated batch, which also gets this leader's epoch. Without a config, the
         broker's `message.max.bytes` and Kafka's timestamp defaults apply.
+
+        Synchronous (the offsets topic's own appends): the write is made here, on the loop,
+        after every append in flight of the log (`submit_append`) completed.
         """
-        if config is None:
-            config = ValidationConfig(self.config.message_max_bytes)
+        checked = self._validate(part, data, acks, config, produce_version, transactional_id)
+        if isinstance(checked, LeaderAppend):
+            return checked
+        part.log.settle_now()  # the producer check and the offsets below see every earlier append
         if part.offline:
             return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
-        if acks == -1 and len(part.isr) < part.min_insync_replicas:
-            return LeaderAppend(ErrorCode.NOT_ENOUGH_REPLICAS)
-        if len(data) > part.log.segment_bytes:
-            return LeaderAppend(ErrorCode.RECORD_LIST_TOO_LARGE)
-        try:
-            # In place: `data` is a slice of the request frame's own buffer (nothing else reads it
-            # once it is appended), so a batch stored as sent is numbered where it lies, not copied.
-            validated = validate(data, produce_version, int(time.time() * 1000), config, transactional_id,
-                                 in_place=True)
-        except RecordsError as e:
-            log.warning("produce.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
-            return LeaderAppend(ErrorCode(e.error_code), record_errors=e.record_errors, error_message=str(e))
-        # Idempotent producers: the validated batch is checked against the partition's producer
-        # state before anything is assigned or written. No await from here to the commit below, so
-        # two produces of one producer cannot interleave between check and append.
-        producers = part.producers
-        staged = None
-        if producers is not None and validated.producer_id >= 0:
-            batch = ProducerBatch(validated.producer_id, validated.producer_epoch, validated.base_sequence,
-                                  validated.last_offset_delta, validated.max_timestamp, 0)
-            try:
-                staged = producers.states.check_client([batch], part.log_end_offset)
-            except ProducerStateError as e:
-                log.warning("produce.producer_state_refused", topic=part.topic, partition=part.index,
-                            error_code=int(e.error_code), reason=str(e))
-                return LeaderAppend(e.error_code, error_message=str(e))
-            if isinstance(staged, BatchMetadata):
-                # A retry of a batch already in the log: Kafka answers NONE with its original offsets
-                # (and, under LogAppendTime, its original append time).
-                append_time = staged.timestamp if validated.log_append_time >= 0 else -1
-                log.info("produce.duplicate_batch", topic=part.topic, partition=part.index,
-                         producer_id=validated.producer_id, base_sequence=validated.base_sequence,
-                         original_offset=staged.first_offset)
-                return LeaderAppend(ErrorCode.NONE, staged.first_offset, staged.last_offset, append_time,
-                                    part.log.log_start_offset)
+        staged = self._check_producer(part, checked)
+        if isinstance(staged, LeaderAppend):
+            return staged
+        return self._write_inline(part, checked, staged)
+
+    def _write_inline(self, part: Partition, validated: Validated, staged: ProducerAppend | None) -> LeaderAppend:
+        """The synchronous write on the loop (main's path): the log has no append in flight."""
         first, last = validated.assign_offsets(part.log_end_offset)
         validated.stamp_leader_epoch(part.leader_epoch)
+        producers = part.producers
         try:
             part.log.append(validated.buffer, last)
             if producers is not None and staged is not None:
@@ -843,6 +854,176 @@ class ReplicaManager:
         self._advance_hw(part)
         self.appended.fire(log_end_key(part.key))  # the followers' fetches (the high watermark fired above if it moved)
         return LeaderAppend(ErrorCode.NONE, first, last, validated.log_append_time, part.log.log_start_offset)
+
+    async def submit_append(self, part: Partition, data: memoryview | bytes, acks: int,
+                            config: ValidationConfig | None = None, produce_version: int = 2,
+                            transactional_id: str | None = None) -> asyncio.Future[LeaderAppend]:
+        """A leader Produce append, its write handed to the log directory's writer thread
+        (broker.log.writer): returns once its offsets are assigned (in the order of the calls),
+        with a future of its answer, which completes once its bytes are in the file (and the
+        log end offset, producer state, epochs and high watermark moved), or failed.
+
+        Validation and the checks are `append`'s. An idempotent producer's batch waits first for
+        that producer's batch still in flight on this partition, so its sequence check sees it
+        (a duplicate or an out-of-order sequence gets Kafka's answer, as without the thread).
+        """
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[LeaderAppend] = loop.create_future()
+        refusal = self._still_leader(part)  # the caller's check may predate an await (its config)
+        if refusal is not None:
+            answer.set_result(LeaderAppend(refusal))
+            return answer
+        checked = self._validate(part, data, acks, config, produce_version, transactional_id)
+        if isinstance(checked, LeaderAppend):
+            answer.set_result(checked)
+            return answer
+        validated = checked
+        producer_id = validated.producer_id if part.producers is not None else -1
+        if producer_id >= 0:
+            while True:
+                earlier = part.producer_appends.get(producer_id)
+                if earlier is None or earlier.done():
+                    break
+                await asyncio.wait([earlier])  # never cancels it (a cancelled produce leaves it be)
+            refusal = self._still_leader(part)
+            if refusal is not None:
+                answer.set_result(LeaderAppend(refusal))
+                return answer
+        writer = self.writer
+        if not writer.accepting:
+            # Stopping (or the directory failed): nothing more is queued, no thread started.
+            code = ErrorCode.NOT_LEADER_FOR_PARTITION if writer.stopped and not part.offline \
+                else ErrorCode.KAFKA_STORAGE_ERROR
+            answer.set_result(LeaderAppend(code))
+            return answer
+        staged = self._check_producer(part, validated, part.log.next_offset)
+        if isinstance(staged, LeaderAppend):
+            answer.set_result(staged)
+            return answer
+        if len(validated.buffer) < INLINE_APPEND_BYTES and not part.log.appends_in_flight:
+            # Small, and nothing of this log is queued or awaiting completion: written here, as
+            # `append` does, and answered at once (no thread hand-off, no loop wake-up). The
+            # directory's writer may have other logs' writes in flight: each log is its own file,
+            # so their order does not matter; `accepting` above refuses a failed directory.
+            answer.set_result(self._write_inline(part, validated, staged))
+            return answer
+        first, last = validated.assign_offsets(part.log.next_offset)
+        epoch = part.leader_epoch
+        validated.stamp_leader_epoch(epoch)
+        try:
+            entry = part.log.start_append(validated.buffer, last)
+        except KafkaStorageError as e:
+            self.fail_dir("append", e)
+            answer.set_result(LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR))
+            return answer
+        append_time = validated.log_append_time
+
+        def written(entry: PendingAppend) -> None:
+            try:
+                result = self._append_written(part, entry, staged, epoch, first, last, append_time)
+            except Exception:
+                # A bug: still answered (a produce must never hang), as a storage error.
+                log.exception("produce.completion_failed", broker_id=self.broker_id, topic=part.topic,
+                              partition=part.index)
+                result = LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
+            answer_with(result)
+
+        def answer_with(result: LeaderAppend) -> None:
+            if part.producer_appends.get(producer_id) is answer:
+                del part.producer_appends[producer_id]
+            if not answer.done():
+                answer.set_result(result)
+
+        entry.callback = written
+        if producer_id >= 0:
+            part.producer_appends[producer_id] = answer
+        writer.submit(entry)
+        return answer
+
+    def _append_written(self, part: Partition, entry: PendingAppend, staged: ProducerAppend | None, epoch: int,
+                        first: int, last: int, append_time: int) -> LeaderAppend:
+        """On the loop, in order: a submitted append's bytes are in the file (or it failed)."""
+        if entry.state == FAILED:
+            error = entry.error
+            if isinstance(error, WriterStopped):
+                return LeaderAppend(ErrorCode.NOT_LEADER_FOR_PARTITION)
+            if entry.attempted and error is not None and not isinstance(error, Unwritten):
+                log.error("produce.write_failed", broker_id=self.broker_id, topic=part.topic,
+                          partition=part.index, error=str(error))
+                self.fail_dir("append", KafkaStorageError(part.log.directory, "append", error))
+            elif not self.log_dir_offline and error is not None:
+                self.fail_dir("append", KafkaStorageError(part.log.directory, "append", error))
+            return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
+        producers = part.producers
+        try:
+            if producers is not None and staged is not None:
+                producers.states.commit(staged, last + 1)
+                producers.after_append()
+            if epoch >= 0:
+                part.epochs.assign(epoch, first)
+        except KafkaStorageError as e:
+            self.fail_dir("append", e)
+            return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
+        part.bytes_in.record(entry.size, self.clock())
+        self._advance_hw(part)
+        self.appended.fire(log_end_key(part.key))
+        return LeaderAppend(ErrorCode.NONE, first, last, append_time, part.log.log_start_offset)
+
+    def _still_leader(self, part: Partition) -> ErrorCode | None:
+        """After a wait: the partition's answer if it is no longer ours to append to."""
+        if part.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if part.leader != self.broker_id or self.partitions.get(part.key) is not part:
+            return ErrorCode.NOT_LEADER_FOR_PARTITION
+        return None
+
+    def _validate(self, part: Partition, data: memoryview | bytes, acks: int, config: ValidationConfig | None,
+                  produce_version: int, transactional_id: str | None) -> Validated | LeaderAppend:
+        """The checks and validation before a leader append: the validated batch, or the answer."""
+        if config is None:
+            config = ValidationConfig(self.config.message_max_bytes)
+        if part.offline:
+            return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
+        if acks == -1 and len(part.isr) < part.min_insync_replicas:
+            return LeaderAppend(ErrorCode.NOT_ENOUGH_REPLICAS)
+        if len(data) > part.log.segment_bytes:
+            return LeaderAppend(ErrorCode.RECORD_LIST_TOO_LARGE)
+        try:
+            # In place: `data` is a slice of the request frame's own buffer (nothing else reads it
+            # once it is appended), so a batch stored as sent is numbered where it lies, not copied.
+            return validate(data, produce_version, int(time.time() * 1000), config, transactional_id, in_place=True)
+        except RecordsError as e:
+            log.warning("produce.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
+            return LeaderAppend(ErrorCode(e.error_code), record_errors=e.record_errors, error_message=str(e))
+
+    def _check_producer(self, part: Partition, validated: Validated,
+                        base_offset: int | None = None) -> ProducerAppend | LeaderAppend | None:
+        """Idempotent producers: the batch checked against the partition's producer state before
+        anything is assigned or written (no await from here to the offsets' assignment). The
+        staged changes to commit once it is written; None without a producer id; or the answer
+        (a refusal, or a duplicate's original offsets)."""
+        producers = part.producers
+        if producers is None or validated.producer_id < 0:
+            return None
+        batch = ProducerBatch(validated.producer_id, validated.producer_epoch, validated.base_sequence,
+                              validated.last_offset_delta, validated.max_timestamp, 0)
+        try:
+            staged = producers.states.check_client(
+                [batch], part.log_end_offset if base_offset is None else base_offset)
+        except ProducerStateError as e:
+            log.warning("produce.producer_state_refused", topic=part.topic, partition=part.index,
+                        error_code=int(e.error_code), reason=str(e))
+            return LeaderAppend(e.error_code, error_message=str(e))
+        if isinstance(staged, BatchMetadata):
+            # A retry of a batch already in the log: Kafka answers NONE with its original offsets
+            # (and, under LogAppendTime, its original append time).
+            append_time = staged.timestamp if validated.log_append_time >= 0 else -1
+            log.info("produce.duplicate_batch", topic=part.topic, partition=part.index,
+                     producer_id=validated.producer_id, base_sequence=validated.base_sequence,
+                     original_offset=staged.first_offset)
+            return LeaderAppend(ErrorCode.NONE, staged.first_offset, staged.last_offset, append_time,
+                                part.log.log_start_offset)
+        return staged
 
     async def wait_for_hw(self, part: Partition, offset: int, timeout_s: float) -> ErrorCode:
         deadline = time.monotonic() + timeout_s
