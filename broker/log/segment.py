@@ -544,17 +544,11 @@ class Segment:
             self._need_time()
         f = self._file
         fd = f.fd if f is not None else self.fd
-        pos = self.size
-        n = len(data)
-        index_point = self._bytes_since_index > self.index_interval
-        key = first_key - self.base_offset
         # The time index's one hook: the largest timestamp of what is appended, from the heads.
         # Its entry is made before anything is written, so a broken invariant (ValueError) cannot
         # leave log bytes behind that the in-memory size does not know of.
-        ts, ts_offset = max_timestamp(data)
+        pos, n, key, index_point, before = self._observe(data, first_key)
         tracker = self._timestamps
-        before = tracker.max_timestamp, tracker.offset_of_max
-        tracker.observe(ts, ts_offset)
         try:
             time_entry = (self._time_index.maybe_append(tracker.max_timestamp, tracker.offset_of_max)
                           if index_point else None)
@@ -588,14 +582,8 @@ class Segment:
     def written(self, data: bytes | bytearray | memoryview, first_key: int) -> None:
         """An append's bytes are in the file at `self.size` (written by the writer thread, in
         order): the size, the index point and the time index move as `append` moves them."""
-        pos = self.size
-        n = len(data)
-        index_point = self._bytes_since_index > self.index_interval
-        key = first_key - self.base_offset
-        ts, ts_offset = max_timestamp(data)
+        pos, n, key, index_point, before = self._observe(data, first_key)
         tracker = self._timestamps
-        before = tracker.max_timestamp, tracker.offset_of_max
-        tracker.observe(ts, ts_offset)
         if index_point:
             try:
                 self._time_index.maybe_append(tracker.max_timestamp, tracker.offset_of_max)
@@ -605,6 +593,18 @@ class Segment:
                 tracker.max_timestamp, tracker.offset_of_max = before
                 log.error("segment.time_index_refused", segment=str(self.log_path), error=str(e))
         self._grown(pos, n, key, index_point)
+
+    def _observe(self, data: bytes | bytearray | memoryview,
+                 first_key: int) -> tuple[int, int, int, bool, tuple[int, int]]:
+        """What an append of `data` at the end means: its position, size, first relative offset,
+        whether it takes an index point, and the timestamp tracker's state before it (it has
+        observed `data`'s largest timestamp on return: the caller puts it back on a failure)."""
+        ts, ts_offset = max_timestamp(data)
+        tracker = self._timestamps
+        before = tracker.max_timestamp, tracker.offset_of_max
+        tracker.observe(ts, ts_offset)
+        return (self.size, len(data), first_key - self.base_offset,
+                self._bytes_since_index > self.index_interval, before)
 
     def _grown(self, pos: int, n: int, key: int, index_point: bool) -> None:
         self.size = pos + n
