@@ -83,6 +83,7 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_COMPRESSION_TYPE = (76, False)
     LISTENER_NOT_FOUND = (72, True)
     STALE_BROKER_EPOCH = (77, False)
+    OFFSET_NOT_AVAILABLE = (78, True)
     MEMBER_ID_REQUIRED = (79, False)
     GROUP_MAX_SIZE_REACHED = (81, False)
     FENCED_INSTANCE_ID = (82, False)
