@@ -116,7 +116,7 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-def _u32_array() -> array:
+def _u32_array() -> array[int]:
     a = array("I")
     if a.itemsize != 4:  # pragma: no cover - every platform we run on has 4-byte unsigned int
         a = array("L")
