@@ -73,7 +73,7 @@ class Dispatcher:
         self.requests_total = m.counter("requests_total", "Requests handled, by API")
         self.latency = m.histogram("request_latency_seconds", "Time from receipt to response, by API")
 
-    async def handle(self, conn: Connection, frame_bytes: bytes) -> bool:
+    async def handle(self, conn: Connection, frame_bytes: bytes | bytearray) -> bool:
         """Answer one request; False closes the connection."""
         received = time.monotonic()
         try:

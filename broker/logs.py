@@ -8,7 +8,7 @@ import sys
 import structlog
 
 
-def configure(broker_id: int | None, fmt: str = "console", level: str = "info") -> structlog.stdlib.BoundLogger:
+def configure(broker_id: int | None, fmt: str = "console", level: str = "info") -> structlog.typing.FilteringBoundLogger:
     renderer: structlog.types.Processor
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer()
@@ -28,4 +28,6 @@ def configure(broker_id: int | None, fmt: str = "console", level: str = "info") 
     )
     if broker_id is not None:
         structlog.contextvars.bind_contextvars(broker_id=broker_id)
-    return structlog.get_logger()
+    # The wrapper_class configured above: a filtering bound logger (get_logger is typed Any).
+    log: structlog.typing.FilteringBoundLogger = structlog.get_logger()
+    return log

@@ -422,7 +422,7 @@ class Connection:
         loop = asyncio.get_running_loop()
         self.mute_until = max(self.mute_until, loop.time() + seconds)
 
-    def hold(self, pieces: list[Piece], seconds: float) -> None:
+    def hold(self, pieces: Sequence[Piece], seconds: float) -> None:
         """Send this response only after `seconds`, reading nothing meanwhile."""
         req = self._current()
         if req is None:  # not from a request's task: nothing to order it with
@@ -433,7 +433,7 @@ class Connection:
         self._holds += 1
         self.mute_for(seconds)
 
-    def write(self, pieces: list[Piece]) -> None:
+    def write(self, pieces: Sequence[Piece]) -> None:
         """The current request's response: sent once every earlier response has been.
 
         When every earlier response is out already (the request is the oldest unanswered), it

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -272,7 +272,7 @@ class BrokerSession:
         parts = self._retrying(lambda: self._partitions(topic), f"metadata for topic {topic!r}")
         return sorted(parts)
 
-    def _retrying(self, make: Any, what: str) -> Any:
+    def _retrying(self, make: Callable[[], Coroutine[Any, Any, T]], what: str) -> T:
         """Runs `make()` again on `_Retry` until the connect timeout has passed since the first try."""
         deadline = time.monotonic() + self.settings.connect_timeout_s
         while True:
@@ -506,7 +506,8 @@ class BrokerSession:
                 raise _Retry(f"produce {topic}-{partition}: {ErrorCode.name_of(code)}")
             detail = f": {r['error_message']}" if r.get("error_message") else ""
             raise MinibrokerError(f"produce to {topic}-{partition} failed: {ErrorCode.name_of(code)}{detail}")
-        return r["base_offset"]
+        base_offset: int = r["base_offset"]  # Produce v8's schema: an int64
+        return base_offset
 
     def produce_batch(self, topic: str, partition: int, batch: bytes, acks: int = -1,
                       idempotent: bool = False) -> int:

@@ -14,7 +14,7 @@ three figures from `endOffset` and `latestOffset`, the same arithmetic on the sa
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 MIN, MAX, AVG = "minOffsetsBehindLatest", "maxOffsetsBehindLatest", "avgOffsetsBehindLatest"
@@ -31,7 +31,7 @@ def offsets_behind_latest(source: Any) -> dict[str, str]:
     """Spark's three lag metrics (as strings, like SourceProgress.metrics) for one SourceProgress
     (pyspark's object, or its JSON dict); {} when the progress has no latestOffset or endOffset,
     as Spark's Kafka source reports nothing then."""
-    get = source.get if isinstance(source, Mapping) else lambda name: getattr(source, name, None)
+    get: Callable[[str], Any] = source.get if isinstance(source, Mapping) else lambda name: getattr(source, name, None)
     latest, end = _doc(get("latestOffset")), _doc(get("endOffset"))
     if latest is None or end is None:
         return {}

@@ -191,10 +191,10 @@ class MinibrokerStreamWriter(DataSourceStreamWriter):
 
 
 if DataSourceStreamArrowWriter is not None:
-    class MinibrokerStreamArrowWriter(MinibrokerStreamWriter, DataSourceStreamArrowWriter):  # type: ignore[misc]
+    class MinibrokerStreamArrowWriter(MinibrokerStreamWriter, DataSourceStreamArrowWriter):
         """pyspark 4.1+: the stream writer fed Arrow batches, as the batch writer is."""
 
-        def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedMessage:  # type: ignore[override]
+        def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedMessage:
             return write_rows(self.options, self.columns, _arrow_rows(iterator))
 
 

@@ -321,14 +321,14 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         with BrokerSession(self.options.settings) as session:
             self._target = _list(session, _assigned(self.options, session, running=True), LATEST)
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         with BrokerSession(self.options.settings) as session:
             tps = _assigned(self.options, session)
             earliest = _list(session, tps, EARLIEST)
             latest = _list(session, tps, LATEST)
             return _as_doc(_starting(self.options, session, tps, earliest, latest))
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
         """The high watermark of every partition, within the read limits.
 
         Spark before 4.2 calls this without arguments and knows no read limits; Spark 4.2+
@@ -384,13 +384,13 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return ReadMinRows(self.options.min_offsets_per_trigger)
         return super().getDefaultReadLimit()
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> dict[str, Any] | None:
         """Every partition's high watermark at the last trigger, uncapped by maxOffsetsPerTrigger:
         Spark shows it as the source's `latestOffset` in StreamingQueryProgress, next to
         `endOffset`; their difference is the lag (pipeline.lag.offsets_behind_latest)."""
         return _as_doc(self._latest) if self._latest else None
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         begin, stop = _as_offsets(start), _as_offsets(end)
         with BrokerSession(self.options.settings) as session:
             present = set(_assigned(self.options, session, running=True)) & set(stop)
@@ -434,11 +434,11 @@ class MinibrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(self.options, partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Spark has processed everything below `end`: with `commitOffsetsToGroup`, tell the group."""
         self._commit_to_group(end)
 
-    def _commit_to_group(self, processed: dict | None) -> None:
+    def _commit_to_group(self, processed: dict[str, Any] | None) -> None:
         """Commits `processed` (a streaming offset doc whose data Spark has fully processed) to the
         `commitOffsetsToGroup` group, unless that is what was committed last.
 

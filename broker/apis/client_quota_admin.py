@@ -181,9 +181,10 @@ async def describe(zk: ZkClient, f: QuotaFilter) -> list[tuple[list[tuple[str, N
         assert not isinstance(user, _Any) and not isinstance(client, _Any)
         found[(user, client)] = (await read_entity(zk, USERS, f"{_znode(user)}/{CLIENTS}/{_znode(client)}"))[0]
     elif not f.excluded(USER) and not f.excluded(CLIENT_ID):
-        for u in await _children(zk, entity_path(USERS, "").rstrip("/")):
-            for c in await _children(zk, f"{entity_path(USERS, u)}/{CLIENTS}"):
-                found[(_name(u), _name(c))] = (await read_entity(zk, USERS, f"{u}/{CLIENTS}/{c}"))[0]
+        for user_znode in await _children(zk, entity_path(USERS, "").rstrip("/")):
+            for client_znode in await _children(zk, f"{entity_path(USERS, user_znode)}/{CLIENTS}"):
+                found[(_name(user_znode), _name(client_znode))] = (
+                    await read_entity(zk, USERS, f"{user_znode}/{CLIENTS}/{client_znode}"))[0]
     out = []
     for (u, c), config in found.items():
         values = shown(config)

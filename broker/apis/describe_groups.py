@@ -27,6 +27,7 @@ EMPTY_SUMMARY: dict[str, object] = {"group_state": "", "protocol_type": "", "pro
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     with_ops = bool(request.get("include_authorized_operations", False))
     out = []
+    error: int  # an ErrorCode when refused here, a plain int from the coordinator
     for group_id in request["groups"]:
         if refused := authorization.error(ctx, group_id):
             error, summary = refused, EMPTY_SUMMARY

@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from broker.apis import authorization
 from broker.apis.produce import served_versions as produce_versions
@@ -250,15 +250,18 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                 out["error_code"] = storage_error
                 continue
             if convert_to < 2 and data:
-                if needs_conversion(data, convert_to):
+                # Bytes: only a read that is not converted (convert_to == 2) is sent as a FileSlice.
+                # (cast, not isinstance: nothing is checked at run time; this branch only for old formats.)
+                stored = cast(bytes, data)
+                if needs_conversion(stored, convert_to):
                     try:
-                        converted = down_convert(data, convert_to, offset)
+                        converted = down_convert(stored, convert_to, offset)
                     except RecordsError as e:  # ZStandard (UNSUPPORTED_COMPRESSION_TYPE), or a corrupt log
                         out["error_code"] = e.error_code
                         continue
                     data = fit(converted, size, min_one, allow_partial=version < 3)
-                elif len(data) > size:
-                    data = data[:size]  # Fetch v0-2: a first message above the limit is sent cut, as stored
+                elif len(stored) > size:
+                    data = stored[:size]  # Fetch v0-2: a first message above the limit is sent cut, as stored
             if data:
                 out["records"] = data
                 total += len(data)

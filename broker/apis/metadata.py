@@ -57,8 +57,9 @@ def live_brokers(ctx: RequestContext) -> list[dict[str, Any]]:
 
 
 def _invalid(request: dict[str, Any], message: str) -> dict[str, Any]:
-    topics = [{"error_code": ErrorCode.INVALID_REQUEST, "name": t["name"] or "", "partitions": []}
-              for t in request.get("topics") or []]
+    topics: list[dict[str, Any]] = [
+        {"error_code": ErrorCode.INVALID_REQUEST, "name": t["name"] or "", "partitions": []}
+        for t in request.get("topics") or []]
     return {"brokers": [], "cluster_id": None, "controller_id": -1, "topics": topics}
 
 
@@ -103,7 +104,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     describable = [name for name in names if authorization.allowed(ctx, name, count=not all_topics)]
     hidden = set(names).difference(describable)
     may_create_any = auto_create and authorization.allowed(ctx, which=1, count=False)
-    topics = []
+    topics: list[dict[str, Any]] = []
     for name in names:
         if name in hidden:
             if not all_topics:
@@ -111,6 +112,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
                                "is_internal": False, "partitions": [], "topic_id": ZERO_UUID,
                                "topic_authorized_operations": NOT_REQUESTED})
             continue
+        topic: dict[str, Any]
         if name not in md.topics:
             if auto_create and not may_create_any and not authorization.allowed(ctx, name, which=2):
                 topic = {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,

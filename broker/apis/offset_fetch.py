@@ -14,13 +14,16 @@ Authorization: Describe on the group (else GROUP_AUTHORIZATION_FAILED), Describe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis import authorization
 from broker.apis.registry import register
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
 from protocol.messages import offset_fetch as messages
+
+if TYPE_CHECKING:
+    from broker.group.machine import FetchedOffset
 
 
 def _topics(order: list[tuple[str, int]], partitions: dict[tuple[str, int], tuple[int, int, str, int]]
@@ -37,11 +40,12 @@ def _topics(order: list[tuple[str, int]], partitions: dict[tuple[str, int], tupl
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     asked = request["topics"]
     wanted = None if asked is None else [(t["name"], i) for t in asked for i in t["partition_indexes"]]
-    error = authorization.error(ctx, request["group_id"])
+    # An ErrorCode here, a plain int from the coordinator (both encode as the int16 error code).
+    error: int = authorization.error(ctx, request["group_id"])
     refused: dict[str, int] = {}
     if not error and asked is not None:
         refused = {t["name"]: code for t in asked if (code := authorization.error(ctx, t["name"], which=1))}
-    fetched = {}
+    fetched: dict[tuple[str, int], FetchedOffset] = {}
     if not error:
         # Topics the principal may not Describe are not asked for: TOPIC_AUTHORIZATION_FAILED.
         error, fetched = ctx.services.group_coordinator.fetch_offsets(

@@ -312,7 +312,7 @@ class Log:
 
     # ---- append ----------------------------------------------------------------------
 
-    def append(self, data: bytes | memoryview, last_offset: int) -> int:
+    def append(self, data: bytes | bytearray | memoryview, last_offset: int) -> int:
         """Append whole entries whose offsets are already assigned; returns their file position.
 
         `last_offset` is the offset of the last entry in `data`. The active segment rolls first

@@ -116,7 +116,7 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-def _u32_array() -> array:
+def _u32_array() -> array[int]:
     a = array("I")
     if a.itemsize != 4:  # pragma: no cover - every platform we run on has 4-byte unsigned int
         a = array("L")
@@ -527,7 +527,7 @@ class Segment:
 
     # ---- append ----------------------------------------------------------------------
 
-    def append(self, data: bytes | memoryview, first_key: int) -> int:
+    def append(self, data: bytes | bytearray | memoryview, first_key: int) -> int:
         """Append whole entries; `first_key` is the log end offset before them. Returns the position.
 
         All or nothing: the in-memory size and indexes move only once the entries are written.
@@ -797,7 +797,7 @@ def _pwrite_all(fd: int, data: bytes, position: int) -> None:
         position += written
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> None:
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     view = memoryview(data)
     while view:
         written = os.write(fd, view)

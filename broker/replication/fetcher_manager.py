@@ -49,7 +49,7 @@ class FetcherManager:
         part = self._part(tp)
         return None if part is None else part.log_end_offset
 
-    def append(self, tp: TP, records: bytes, leader_hw: int) -> int:
+    def append(self, tp: TP, records: bytes | memoryview, leader_hw: int) -> int:
         part = self._part(tp)
         if part is None:
             return 0

@@ -1042,7 +1042,7 @@ class ReplicaManager:
 
     # ---- follower append (from the replica fetcher) ----------------------------------
 
-    def append_as_follower(self, part: Partition, data: bytes, leader_hw: int) -> int:
+    def append_as_follower(self, part: Partition, data: bytes | memoryview, leader_hw: int) -> int:
         """Append the whole entries of a fetched slice; returns the bytes appended."""
         end = 0
         if data:  # an idle partition of the fetch has none: only the leader's high watermark is news

@@ -132,7 +132,8 @@ class SaslListeners:
             return None
         session = self._sessions.get(conn)
         if session is None:
-            session = SaslSession(listener, lambda m, name=listener.name: self._mechanism(name, m), self.clock)
+            name = listener.name
+            session = SaslSession(listener, lambda m: self._mechanism(name, m), self.clock)
             self._sessions[conn] = session
         return session
 

@@ -15,7 +15,7 @@ import asyncio
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -97,7 +97,8 @@ def _ssl_protocol_class(loop: asyncio.AbstractEventLoop) -> Any:
         import uvloop
         import uvloop.loop
         if isinstance(loop, uvloop.Loop):
-            return uvloop.loop.SSLProtocol
+            # uvloop's stubs leave out its (Cython) SSLProtocol, which uvloop.loop does define.
+            return uvloop.loop.SSLProtocol  # type: ignore[attr-defined]
     except ImportError:
         pass
     import asyncio.sslproto
@@ -119,6 +120,8 @@ class _TlsAccept(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
         waiter = loop.create_future()
+        # A stream server's protocol is always given a Transport (typed BaseTransport by asyncio.Protocol).
+        stream = cast(asyncio.Transport, transport)
         proto = _ssl_protocol_class(loop)(loop, self.make_app(), self.tls.context, waiter, server_side=True,
                                           ssl_handshake_timeout=self.tls.handshake_timeout_s)
 
@@ -129,10 +132,10 @@ class _TlsAccept(asyncio.Protocol):
             # OpenSSL's reason (WRONG_VERSION_NUMBER, CERTIFICATE_VERIFY_FAILED…) names no secret.
             reason = getattr(exc, "reason", None) or type(exc).__name__
             log.warning("connection.tls_handshake_failed", peer=peer, listener=self.listener, reason=str(reason))
-            transport.abort()
+            stream.abort()
 
         waiter.add_done_callback(handshake_done)
-        transport.set_protocol(proto)  # type: ignore[attr-defined]
+        transport.set_protocol(proto)
         proto.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:  # never: the TLS protocol has taken over

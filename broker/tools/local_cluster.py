@@ -42,7 +42,8 @@ def _port_open(host: str, port: int) -> bool:
 
 def _load(d: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((d / STATE).read_text())
+        state: dict[str, Any] = json.loads((d / STATE).read_text())  # written by this module
+        return state
     except (OSError, ValueError):
         return None
 

@@ -130,15 +130,15 @@ async def _run(args: argparse.Namespace) -> int:
         if not args.topic:
             return _fail("--topic is required")
         if args.create:
-            configs = []
+            create_configs: list[dict[str, str]] = []
             for item in args.config:
                 k, sep, v = item.partition("=")
                 if not sep:
                     return _fail(f"--config {item!r} is not key=value")
-                configs.append({"name": k, "value": v})
+                create_configs.append({"name": k, "value": v})
             body = {"topics": [{"name": args.topic, "num_partitions": args.partitions or -1,
                                 "replication_factor": args.replication_factor or -1,
-                                "assignments": [], "configs": configs}],
+                                "assignments": [], "configs": create_configs}],
                     "timeout_ms": int(args.timeout * 1000)}
             if not await _mutate(conn, args, ApiKey.CREATE_TOPICS, 6, body, lambda resp: resp["topics"][0]):
                 return 1

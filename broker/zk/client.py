@@ -39,7 +39,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import aiozk
 import aiozk.connection
@@ -55,13 +55,14 @@ from broker.zk.jaas import ZkCredentials
 from broker.zk.znode_acls import ZnodeAcl, default_acls
 
 log = structlog.get_logger()
+_T = TypeVar("_T")
 
 # aiozk reads this on every reconnect: 60 s between attempts is far too slow for a broker, and
 # a server that is restarting refuses connections only briefly.
 aiozk.session.MAX_FIND_WAIT = 0.5
 
 
-class _BoundedConnection(aiozk.connection.Connection):
+class _BoundedConnection(aiozk.connection.Connection):  # type: ignore[misc]  # aiozk has no type hints: Any
     """aiozk probes a server with `srvr` and reads the answer with no time limit: one frozen
     server (a stopped JVM still accepts TCP) would hold the reconnect loop until it thaws,
     never trying the others."""
@@ -77,12 +78,13 @@ class _BoundedConnection(aiozk.connection.Connection):
             return bytes(await super()._read(size))
         try:
             async with asyncio.timeout(self.read_timeout):
-                return await self.reader.readexactly(size)
+                data: bytes = await self.reader.readexactly(size)  # an asyncio.StreamReader (aiozk untyped)
+                return data
         except (TimeoutError, asyncio.IncompleteReadError):
             raise zkexc.UnfinishedRead from None
 
 
-aiozk.session.Connection = _BoundedConnection  # type: ignore[misc]
+aiozk.session.Connection = _BoundedConnection
 # aiozk logs every refused reconnect with a traceback; this module logs state changes itself.
 logging.getLogger("aiozk").setLevel(logging.CRITICAL)
 
@@ -134,6 +136,8 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     zkexc.OperationTimeout, zkexc.FailedRetry, zkexc.UnfinishedRead, zkexc.NoServersError,
     zkexc.InvalidClientState, zkexc.SessionMoved, asyncio.TimeoutError, ConnectionError, OSError,
 )
+# What a failed start() attempt may raise (TimeoutError: the attempt's own time limit).
+_START_FAILURES: tuple[type[BaseException], ...] = (TimeoutError, *_TRANSIENT)
 _WATCH_EVENTS = (WatchEvent.CREATED, WatchEvent.DELETED, WatchEvent.DATA_CHANGED, WatchEvent.CHILDREN_CHANGED)
 _UP = (States.CONNECTED, States.READ_ONLY)
 
@@ -144,8 +148,8 @@ ExpiryCallback = Callable[[], None]
 
 
 def split_connect(connect: str) -> tuple[str, str | None]:
-    servers, slash, chroot = connect.partition("/")
-    chroot = "/" + chroot.strip("/") if slash and chroot.strip("/") else None
+    servers, slash, path = connect.partition("/")
+    chroot = "/" + path.strip("/") if slash and path.strip("/") else None
     return servers, chroot
 
 
@@ -177,7 +181,7 @@ class Watch:
         self.callback = callback
         self.wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._registered: list[tuple[Any, str]] = []
+        self._registered: list[tuple[Any, tuple[Any, str]]] = []  # (aiozk's table, (event, raw path))
         self._cancelled = False
 
     def _fire(self, _path: str | None = None) -> None:
@@ -293,7 +297,7 @@ class ZkClient:
         session = zk.session
         zk.stat_cache = _NoStatCache()
         session.watch_callbacks = _WatchTable()
-        session.set_existing_watches = _no_watch_replay  # type: ignore[method-assign]
+        session.set_existing_watches = _no_watch_replay
         machine = session.state
         original = machine.transition_to
 
@@ -303,7 +307,7 @@ class ZkClient:
             original(state)
             self._on_transition(zk, state)
 
-        machine.transition_to = transition_to  # type: ignore[method-assign]
+        machine.transition_to = transition_to
         return zk
 
     def _on_transition(self, zk: aiozk.ZKClient, state: str) -> None:
@@ -410,7 +414,7 @@ class ZkClient:
             try:
                 await asyncio.wait_for(self._zk.start(), attempt)
                 break
-            except (TimeoutError, *_TRANSIENT) as e:
+            except _START_FAILURES as e:
                 await self._shutdown(self._zk)
                 self._zk = self._new_aiozk()  # also when giving up: a later start() begins afresh
                 for w in self._watches:
@@ -469,7 +473,7 @@ class ZkClient:
 
     # ---- retries ---------------------------------------------------------------------------
 
-    async def _retrying(self, op: Callable[[], Awaitable[Any]], what: str) -> Any:
+    async def _retrying(self, op: Callable[[], Awaitable[_T]], what: str) -> _T:
         deadline = time.monotonic() + self.retry_budget_s
         delay = 0.05
         while True:
@@ -571,8 +575,9 @@ class ZkClient:
         drops = self._drops
 
         async def create_once() -> str:
-            return await self._zk.create(path, data, acl=self._acls(path), ephemeral=ephemeral,
-                                         sequential=sequential)
+            created: str = await self._zk.create(path, data, acl=self._acls(path), ephemeral=ephemeral,
+                                                 sequential=sequential)  # the path made (aiozk untyped)
+            return created
 
         async def once() -> str:
             nonlocal attempts

@@ -8,6 +8,7 @@ with a message that names the key.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from urllib.parse import quote, unquote
 
@@ -73,7 +74,7 @@ def _replica_list(key: str, value: str) -> str:
     return v
 
 
-def _topic_int(minimum: int, maximum: int = (1 << 63) - 1):  # noqa: ANN202
+def _topic_int(minimum: int, maximum: int = (1 << 63) - 1) -> Callable[[str, str], int]:
     def check(key: str, value: str) -> int:
         v = _long(key, value, minimum)
         if v > maximum:
@@ -110,7 +111,7 @@ def cleanup_includes_delete(value: str) -> bool:
     return "delete" in (v.strip() for v in value.split(","))
 
 
-def _one_of(*allowed: str):  # noqa: ANN202
+def _one_of(*allowed: str) -> Callable[[str, str], str]:
     def check(key: str, value: str) -> str:
         if value not in allowed:
             raise InvalidConfig(key, value, f"expected one of {', '.join(allowed)}")
@@ -118,7 +119,10 @@ def _one_of(*allowed: str):  # noqa: ANN202
     return check
 
 
-TOPIC_KEYS = {
+# A key's parser: (key, value) -> the parsed value; raises InvalidConfig.
+Check = Callable[[str, str], object]
+
+TOPIC_KEYS: dict[str, Check] = {
     LEADER_REPLICAS: _replica_list,
     FOLLOWER_REPLICAS: _replica_list,
     "min.insync.replicas": _topic_int(1),
@@ -142,8 +146,8 @@ TOPIC_KEYS = {
     "max.compaction.lag.ms": _topic_int(1),
     "delete.retention.ms": _topic_int(0),
 }
-BROKER_KEYS = {LEADER_RATE: _long, FOLLOWER_RATE: _long, CLEANER_IO_RATE: _double}
-CLIENT_KEYS = {PRODUCER_BYTE_RATE: lambda k, v: _long(k, v, 1), CONSUMER_BYTE_RATE: lambda k, v: _long(k, v, 1),
+BROKER_KEYS: dict[str, Check] = {LEADER_RATE: _long, FOLLOWER_RATE: _long, CLEANER_IO_RATE: _double}
+CLIENT_KEYS: dict[str, Check] = {PRODUCER_BYTE_RATE: lambda k, v: _long(k, v, 1), CONSUMER_BYTE_RATE: lambda k, v: _long(k, v, 1),
                CONTROLLER_MUTATION_RATE: _double}
 
 
@@ -155,12 +159,12 @@ def _scram_credential(key: str, value: str) -> ScramCredential:
         raise InvalidConfig(key, "[hidden]", str(e)) from None
 
 
-USER_KEYS = {mechanism: _scram_credential for mechanism in SCRAM_MECHANISMS}
+USER_KEYS: dict[str, Check] = {mechanism: _scram_credential for mechanism in SCRAM_MECHANISMS}
 # Quota keys of /config/users/<user>[/clients/<id>] (KIP-55). The same znodes hold SCRAM
 # credentials (SCRAM-SHA-256/512), which the quota side neither reads nor logs.
 USER_QUOTA_KEYS = CLIENT_KEYS
 # The users entity serves both: SCRAM credentials (broker.zk.scram_credentials) and the quota keys.
-KEYS = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS, USERS: {**USER_KEYS, **USER_QUOTA_KEYS}}
+KEYS: dict[str, dict[str, Check]] = {TOPICS: TOPIC_KEYS, BROKERS: BROKER_KEYS, CLIENTS: CLIENT_KEYS, USERS: {**USER_KEYS, **USER_QUOTA_KEYS}}
 
 
 def sanitize(entity_name: str) -> str:

@@ -31,7 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fetcher.jaas import JaasError, LoginModule, parse_jaas_file
+# JaasError is re-exported: the broker's tools and config catch it from here.
+from fetcher.jaas import JaasError as JaasError
+from fetcher.jaas import LoginModule, parse_jaas_file
 
 LOGIN_CONFIG_PROPERTY = "java.security.auth.login.config"
 CONTEXT_NAME_PROPERTY = "zookeeper.sasl.clientconfig"

@@ -21,7 +21,8 @@ MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]  # socket stubs type the address as Any
+        return port
 
 
 class ZooKeeperServer:
