@@ -837,23 +837,15 @@ class ReplicaManager:
     def _write_inline(self, part: Partition, validated: Validated, staged: ProducerAppend | None) -> LeaderAppend:
         """The synchronous write on the loop (main's path): the log has no append in flight."""
         first, last = validated.assign_offsets(part.log_end_offset)
-        validated.stamp_leader_epoch(part.leader_epoch)
-        producers = part.producers
+        epoch = part.leader_epoch
+        validated.stamp_leader_epoch(epoch)
         try:
             part.log.append(validated.buffer, last)
-            if producers is not None and staged is not None:
-                producers.states.commit(staged, part.log_end_offset)
-                producers.after_append()
-            if part.leader_epoch >= 0:  # the epoch just stamped; become_leader usually has it
-                part.epochs.assign(part.leader_epoch, first)
         except KafkaStorageError as e:
             # The log left no trace of this append; the directory goes offline all the same.
             self.fail_dir("append", e)
             return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
-        part.bytes_in.record(len(validated.buffer), self.clock())
-        self._advance_hw(part)
-        self.appended.fire(log_end_key(part.key))  # the followers' fetches (the high watermark fired above if it moved)
-        return LeaderAppend(ErrorCode.NONE, first, last, validated.log_append_time, part.log.log_start_offset)
+        return self._appended(part, staged, epoch, first, last, len(validated.buffer), validated.log_append_time)
 
     async def submit_append(self, part: Partition, data: memoryview | bytes, acks: int,
                             config: ValidationConfig | None = None, produce_version: int = 2,
@@ -954,19 +946,26 @@ class ReplicaManager:
             elif not self.log_dir_offline and error is not None:
                 self.fail_dir("append", KafkaStorageError(part.log.directory, "append", error))
             return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
+        return self._appended(part, staged, epoch, first, last, entry.size, append_time)
+
+    def _appended(self, part: Partition, staged: ProducerAppend | None, epoch: int, first: int, last: int,
+                  size: int, append_time: int) -> LeaderAppend:
+        """A leader append's bytes are in the log (inline or by the writer thread): the producer
+        state, the epoch that stamped it, the bytes-in rate, the high watermark, the followers'
+        fetches, and the answer."""
         producers = part.producers
         try:
             if producers is not None and staged is not None:
                 producers.states.commit(staged, last + 1)
                 producers.after_append()
-            if epoch >= 0:
+            if epoch >= 0:  # the epoch just stamped; become_leader usually has it
                 part.epochs.assign(epoch, first)
         except KafkaStorageError as e:
             self.fail_dir("append", e)
             return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
-        part.bytes_in.record(entry.size, self.clock())
+        part.bytes_in.record(size, self.clock())
         self._advance_hw(part)
-        self.appended.fire(log_end_key(part.key))
+        self.appended.fire(log_end_key(part.key))  # the followers' fetches (the high watermark fired above if it moved)
         return LeaderAppend(ErrorCode.NONE, first, last, append_time, part.log.log_start_offset)
 
     def _still_leader(self, part: Partition) -> ErrorCode | None:
