@@ -10,6 +10,10 @@ failed and every one behind it is answered KAFKA_STORAGE_ERROR (not a timeout or
 connection), the broker stays up, the directory goes offline (its partitions lose their leader
 here), and the failed write leaves nothing in the segment: the file ends with the last
 acknowledged batch, whole.
+
+Which path an append took is seen through the broker's debug-level event `log_writer.completed`
+(one per completion pass of the writer thread: appends, written, bytes, and unwritten, the
+entries failed without being attempted), so these brokers run with `--log-level debug`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from broker.replication.replica_manager import INLINE_APPEND_BYTES
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records import record_batch
-from tests.integration.test_storage_errors import FAST, _registered, broker_log_since, read_all, tmpfs
+from protocol.records.message_set import build_message_set
+from tests.integration.test_storage_errors import FAST, _registered, broker_log_since, fill, read_all, tmpfs
 from tests.support.brokers import BrokerProcess
 from tests.support.topics import create_topic, wait_leaders
 from tests.support.waiting import wait_for
@@ -32,7 +37,7 @@ from tests.support.zookeeper import zk_connect
 
 RECORDS = 80  # a request's records: 80 x ~1 KB, one ~81 KB batch once up-converted
 VALUE = 1000
-IN_FLIGHT = 3  # requests pipelined on one connection
+IN_FLIGHT = 6  # requests pipelined on one connection
 MAX_ROUNDS = 60  # far more than the disk holds: the test fails if it never fills
 
 Outcome = tuple[int | str, int]  # (error code or "closed", base offset)
@@ -146,7 +151,7 @@ async def leaders(conn, topic: str) -> list[int]:  # noqa: ANN001
 async def test_disk_full_under_large_pipelined_produces_loses_nothing_and_tears_nothing(
         broker_factory, tmp_path: Path) -> None:  # noqa: ANN001
     """One broker, its log dir a 3 MiB tmpfs, three partitions, two connections each (acks=1 and
-    acks=all), three ~81 KB requests in flight on each: the appends go through the writer thread
+    acks=all), six ~81 KB requests in flight on each: the appends go through the writer thread
     until one meets the full disk. Then every acknowledged record is in the segment files exactly
     (nothing unacknowledged, no torn batch at the end), every failed produce, including those
     queued behind the failed write, is KAFKA_STORAGE_ERROR, the broker still answers with its
@@ -199,13 +204,11 @@ async def test_disk_full_under_large_pipelined_produces_loses_nothing_and_tears_
             # Events of the completions the thread schedules name the broker as every event must.
             assert "broker_id=None" not in log_text, [ln for ln in log_text.splitlines() if "broker_id=None" in ln]
             # Every acknowledged request was written by the writer thread (none inline: all are
-            # past the limit); what failed unattempted behind the failed write is counted too.
+            # past the limit).
             passes = writer_passes(log_text)
             acked_requests = sum(1 for c in codes if c == 0)
             assert sum(p["written"] for p in passes) == acked_requests, (passes, acked_requests)
             assert sum(p["bytes"] for p in passes) > acked_requests * INLINE_APPEND_BYTES
-            unwritten = sum(p["unwritten"] for p in passes)
-            print(f"requests {len(codes)}, acknowledged {acked_requests}, failed unwritten in the thread {unwritten}")
 
             b.kill()  # kill -9: what is on the disk is what the writer thread left there
             on_disk = {}
@@ -338,3 +341,65 @@ async def test_a_large_batch_goes_through_the_writer_thread_and_a_one_message_ba
     assert sorted(stored) == list(range(5 + RECORDS + 3))
     assert [stored[i] for i in range(5)] == [b"small %d" % i for i in range(5)]
     assert stored[5 + RECORDS + 2] == b"after 2"
+
+
+
+async def produce_partitions(conn, topic: str, batches: dict[int, list[tuple[bytes, bytes]]],  # noqa: ANN001
+                             acks: int) -> dict[int, Outcome]:
+    """One Produce v2 request with a message set for each partition; each partition's outcome."""
+    now = 1_700_000_000_000
+    data = [{"index": p, "records": build_message_set([(k, v, now + i) for i, (k, v) in enumerate(recs)], magic=1)}
+            for p, recs in batches.items()]
+    body = {"acks": acks, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": data}]}
+    resp = await conn.request(ApiKey.PRODUCE, 2, body)
+    return {r["index"]: (r["error_code"], r["base_offset"]) for r in resp["responses"][0]["partition_responses"]}
+
+
+async def test_appends_queued_behind_a_failed_write_fail_unwritten(broker_factory, tmp_path: Path) -> None:  # noqa: ANN001
+    """One request, six partitions of one log directory, every batch past the inline limit; the
+    first (~10 MB) meets a disk with room for 9 MiB of it. While the thread copies those 9 MiB
+    (milliseconds), the loop numbers and queues the other five (~81 KB each); the failed write is
+    cut back and the five behind it are never attempted (the broker's log_writer.completed counts
+    them), each partition is answered KAFKA_STORAGE_ERROR, and every segment ends with its last
+    acknowledged batch, whole."""
+    disk = tmp_path / "disk"
+    topic, partitions = "queued", list(range(6))
+    with tmpfs(disk, "16m"):
+        b = broker_factory(0, start=False, log_dirs=str(disk / "logs"), log_level="debug")
+        try:
+            b.start()
+            async with await connect(b) as conn:
+                await create_topic(conn, topic, len(partitions),
+                                   configs={"segment.bytes": str(64 << 20), "max.message.bytes": str(16 << 20)})
+                ledger = Ledger()
+                first = {p: big(f"first/{p}") for p in partitions}
+                for p, outcome in (await produce_partitions(conn, topic, first, 1)).items():
+                    ledger.note(p, first[p], outcome)
+                assert not ledger.failed.is_set(), ledger.outcomes
+                log_start = b.log_path.stat().st_size
+                # Room for most of the next request's first batch: fill the disk, give 9 MiB back.
+                fill(disk / "filler")
+                with open(disk / "filler", "r+b") as f:
+                    f.truncate(f.seek(0, 2) - (9 << 20))
+                doomed = {0: [(b"k%d" % i, (b"doomed/%d:" % i).ljust(VALUE, b".")) for i in range(10_000)]}
+                doomed.update({p: big(f"behind/{p}") for p in partitions[1:]})
+                outcomes = await produce_partitions(conn, topic, doomed, 1)
+            for p, outcome in outcomes.items():
+                ledger.note(p, doomed[p], outcome)
+            assert {p: code for p, (code, _) in outcomes.items()} == \
+                {p: ErrorCode.KAFKA_STORAGE_ERROR for p in partitions}, outcomes
+            log_text = broker_log_since(b, log_start)
+            assert log_text.count("produce.write_failed") == 1, log_text[-3000:]
+            passes = writer_passes(log_text)
+            unwritten = sum(p["unwritten"] for p in passes)
+            assert sum(p["written"] for p in passes) == 0, passes
+            print(f"queued behind the failed write, never attempted: {unwritten} of {len(partitions) - 1}")
+            assert unwritten >= 1, passes  # queued behind the failed write, never attempted
+            assert "Traceback" not in log_text and "broker_id=None" not in log_text, log_text[-3000:]
+            assert b.proc is not None and b.proc.poll() is None
+            b.kill()
+            for p in partitions:
+                on_disk, _ = stored_in_segments(disk / "logs" / f"{topic}-{p}")
+                assert on_disk == ledger.acked[p], p
+        finally:
+            b.kill()
