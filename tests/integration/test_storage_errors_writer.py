@@ -358,9 +358,9 @@ async def produce_partitions(conn, topic: str, batches: dict[int, list[tuple[byt
 async def test_appends_queued_behind_a_failed_write_fail_unwritten(broker_factory, tmp_path: Path) -> None:  # noqa: ANN001
     """One request, six partitions of one log directory, every batch past the inline limit; the
     first (~10 MB) meets a disk with room for 9 MiB of it. While the thread copies those 9 MiB
-    (milliseconds), the loop numbers and queues the other five (~81 KB each); the failed write is
-    cut back and the five behind it are never attempted (the broker's log_writer.completed counts
-    them), each partition is answered KAFKA_STORAGE_ERROR, and every segment ends with its last
+    (milliseconds), the loop usually numbers and queues the other five (~81 KB each); the failed
+    write is cut back, nothing behind it is written (the broker's log_writer.completed counts),
+    each partition is answered KAFKA_STORAGE_ERROR, and every segment ends with its last
     acknowledged batch, whole."""
     disk = tmp_path / "disk"
     topic, partitions = "queued", list(range(6))
@@ -391,10 +391,11 @@ async def test_appends_queued_behind_a_failed_write_fail_unwritten(broker_factor
             log_text = broker_log_since(b, log_start)
             assert log_text.count("produce.write_failed") == 1, log_text[-3000:]
             passes = writer_passes(log_text)
-            unwritten = sum(p["unwritten"] for p in passes)
+            # None of the six written. The five behind are either queued behind the failed write
+            # and never attempted (counted as unwritten) or, if the loop reached them after the
+            # failure, refused at submission: which depends on the thread's speed, so it is not
+            # asserted here (tests/unit/test_log_writer.py holds the never-attempted path).
             assert sum(p["written"] for p in passes) == 0, passes
-            print(f"queued behind the failed write, never attempted: {unwritten} of {len(partitions) - 1}")
-            assert unwritten >= 1, passes  # queued behind the failed write, never attempted
             assert "Traceback" not in log_text and "broker_id=None" not in log_text, log_text[-3000:]
             assert b.proc is not None and b.proc.poll() is None
             b.kill()
