@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import ErrorCode
-from tests.integration.test_storage_errors import broker_log_since, read_all, tmpfs, try_produce
+from tests.integration.test_storage_errors import broker_log_since, broker_on_tmpfs, read_all, try_produce
 from tests.support.topics import create_topic, wait_leaders
 from tests.support.waiting import wait_for
 from tests.support.wire import connect
@@ -34,13 +34,8 @@ LEFT_FREE = 2
 async def test_index_pass_on_a_full_disk_takes_the_dir_offline_and_loses_nothing(
         broker_factory, tmp_path: Path) -> None:  # noqa: ANN001
     disk = tmp_path / "disk"
-    with tmpfs(disk, "32m,nr_inodes=300"):
-        b = broker_factory(0, start=False, log_dirs=str(disk / "logs"))
-        try:
-            b.start()
-            await _index_pass_fails(b, disk)
-        finally:
-            b.kill()
+    with broker_on_tmpfs(broker_factory, disk, "32m,nr_inodes=300") as b:
+        await _index_pass_fails(b, disk)
 
 
 async def _index_pass_fails(b, disk: Path) -> None:  # noqa: ANN001

@@ -28,7 +28,15 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records import record_batch
 from protocol.records.message_set import build_message_set
-from tests.integration.test_storage_errors import FAST, _registered, broker_log_since, fill, read_all, tmpfs
+from tests.integration.test_storage_errors import (
+    FAST,
+    _registered,
+    broker_log_since,
+    broker_on_tmpfs,
+    fill,
+    read_all,
+    tmpfs,
+)
 from tests.support.brokers import BrokerProcess
 from tests.support.topics import create_topic, wait_leaders
 from tests.support.waiting import wait_for
@@ -159,83 +167,78 @@ async def test_disk_full_under_large_pipelined_produces_loses_nothing_and_tears_
     without cutting anything and serves exactly the acknowledged records."""
     disk = tmp_path / "disk"
     topic, partitions = "bulk", [0, 1, 2]
-    with tmpfs(disk, "3m"):
-        b = broker_factory(0, start=False, log_dirs=str(disk / "logs"), log_level="debug")
-        try:
-            b.start()
-            async with await connect(b) as conn:
-                # Segments larger than the disk: no roll, the failing write is a segment append.
-                await create_topic(conn, topic, len(partitions), configs={"segment.bytes": str(64 << 20)})
-                await wait_leaders(conn, topic, len(partitions), timeout=30)
-            log_start = b.log_path.stat().st_size
-            ledger = Ledger()
-            await produce_until_full(b, topic, partitions, 2, {0: 1, 1: -1}, ledger)
+    with broker_on_tmpfs(broker_factory, disk, "3m", log_level="debug") as b:
+        async with await connect(b) as conn:
+            # Segments larger than the disk: no roll, the failing write is a segment append.
+            await create_topic(conn, topic, len(partitions), configs={"segment.bytes": str(64 << 20)})
+            await wait_leaders(conn, topic, len(partitions), timeout=30)
+        log_start = b.log_path.stat().st_size
+        ledger = Ledger()
+        await produce_until_full(b, topic, partitions, 2, {0: 1, 1: -1}, ledger)
 
-            codes = ledger.codes()
-            assert ledger.failed.is_set(), f"the disk never filled: {len(codes)} requests all acknowledged"
-            failures = [c for c in codes if c != 0]
-            # Each failure is Kafka's storage error: no timeout, no connection dropped instead.
-            assert set(failures) == {ErrorCode.KAFKA_STORAGE_ERROR}, failures
-            assert not ledger.twice, f"offsets acknowledged twice: {ledger.twice}"
-            # Every partition had requests in flight or sent after the failure: all refused.
+        codes = ledger.codes()
+        assert ledger.failed.is_set(), f"the disk never filled: {len(codes)} requests all acknowledged"
+        failures = [c for c in codes if c != 0]
+        # Each failure is Kafka's storage error: no timeout, no connection dropped instead.
+        assert set(failures) == {ErrorCode.KAFKA_STORAGE_ERROR}, failures
+        assert not ledger.twice, f"offsets acknowledged twice: {ledger.twice}"
+        # Every partition had requests in flight or sent after the failure: all refused.
+        for p in partitions:
+            assert ErrorCode.KAFKA_STORAGE_ERROR in ledger.outcomes[p], (p, ledger.outcomes[p])
+        # Acknowledged offsets of a partition are 0..n-1: nothing skipped (an unwritten
+        # append's offsets are not given out again only to leave a hole).
+        for p in partitions:
+            assert sorted(ledger.acked[p]) == list(range(len(ledger.acked[p]))), p
+
+        # The broker is up and answers: storage errors for the offline partitions (inline-sized
+        # produces too), and Metadata with no leader for them once the controller has the news.
+        assert b.proc is not None and b.proc.poll() is None
+        async with await connect(b) as conn:
             for p in partitions:
-                assert ErrorCode.KAFKA_STORAGE_ERROR in ledger.outcomes[p], (p, ledger.outcomes[p])
-            # Acknowledged offsets of a partition are 0..n-1: nothing skipped (an unwritten
-            # append's offsets are not given out again only to leave a hole).
+                r = await produce(conn, topic, p, [(b"small", b"after")], acks=1)
+                assert r["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR, (p, r)
+            await wait_for("the failed directory's partitions leaderless",
+                           lambda: _all_leaderless(conn, topic), timeout=30)
+        log_text = broker_log_since(b, log_start)
+        failed_lines = [line for line in log_text.splitlines() if "log_dir.failed" in line]
+        assert len(failed_lines) == 1, failed_lines
+        assert "append" in failed_lines[0] and "No space left" in failed_lines[0], failed_lines[0]
+        # One write failed (the writer thread's, cut back); the entries behind it were not attempted.
+        assert log_text.count("produce.write_failed") == 1, log_text[-3000:]
+        assert "Traceback" not in log_text, log_text[-3000:]
+        # Events of the completions the thread schedules name the broker as every event must.
+        assert "broker_id=None" not in log_text, [ln for ln in log_text.splitlines() if "broker_id=None" in ln]
+        # Every acknowledged request was written by the writer thread (none inline: all are
+        # past the limit).
+        passes = writer_passes(log_text)
+        acked_requests = sum(1 for c in codes if c == 0)
+        assert sum(p["written"] for p in passes) == acked_requests, (passes, acked_requests)
+        assert sum(p["bytes"] for p in passes) > acked_requests * INLINE_APPEND_BYTES
+
+        b.kill()  # kill -9: what is on the disk is what the writer thread left there
+        on_disk = {}
+        sizes = {}
+        for p in partitions:
+            on_disk[p], sizes[p] = stored_in_segments(disk / "logs" / f"{topic}-{p}")
+            assert on_disk[p] == ledger.acked[p], \
+                (p, sorted(set(on_disk[p]) ^ set(ledger.acked[p]))[:10], ledger.outcomes[p])
+
+        # Space again (the operator's fix); the directory comes back with the restart.
+        subprocess.run(["mount", "-o", "remount,size=16m", str(disk)], check=True, capture_output=True)
+        b.start()
+        async with await connect(b) as conn:
+            await wait_leaders(conn, topic, len(partitions), timeout=30)
             for p in partitions:
-                assert sorted(ledger.acked[p]) == list(range(len(ledger.acked[p]))), p
-
-            # The broker is up and answers: storage errors for the offline partitions (inline-sized
-            # produces too), and Metadata with no leader for them once the controller has the news.
-            assert b.proc is not None and b.proc.poll() is None
-            async with await connect(b) as conn:
-                for p in partitions:
-                    r = await produce(conn, topic, p, [(b"small", b"after")], acks=1)
-                    assert r["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR, (p, r)
-                await wait_for("the failed directory's partitions leaderless",
-                               lambda: _all_leaderless(conn, topic), timeout=30)
-            log_text = broker_log_since(b, log_start)
-            failed_lines = [line for line in log_text.splitlines() if "log_dir.failed" in line]
-            assert len(failed_lines) == 1, failed_lines
-            assert "append" in failed_lines[0] and "No space left" in failed_lines[0], failed_lines[0]
-            # One write failed (the writer thread's, cut back); the entries behind it were not attempted.
-            assert log_text.count("produce.write_failed") == 1, log_text[-3000:]
-            assert "Traceback" not in log_text, log_text[-3000:]
-            # Events of the completions the thread schedules name the broker as every event must.
-            assert "broker_id=None" not in log_text, [ln for ln in log_text.splitlines() if "broker_id=None" in ln]
-            # Every acknowledged request was written by the writer thread (none inline: all are
-            # past the limit).
-            passes = writer_passes(log_text)
-            acked_requests = sum(1 for c in codes if c == 0)
-            assert sum(p["written"] for p in passes) == acked_requests, (passes, acked_requests)
-            assert sum(p["bytes"] for p in passes) > acked_requests * INLINE_APPEND_BYTES
-
-            b.kill()  # kill -9: what is on the disk is what the writer thread left there
-            on_disk = {}
-            sizes = {}
+                stored = await read_all(conn, topic, p)
+                assert stored == ledger.acked[p], (p, len(stored), len(ledger.acked[p]))
+            # Recovery found nothing to cut: the segment files are as the writer left them.
             for p in partitions:
-                on_disk[p], sizes[p] = stored_in_segments(disk / "logs" / f"{topic}-{p}")
-                assert on_disk[p] == ledger.acked[p], \
-                    (p, sorted(set(on_disk[p]) ^ set(ledger.acked[p]))[:10], ledger.outcomes[p])
-
-            # Space again (the operator's fix); the directory comes back with the restart.
-            subprocess.run(["mount", "-o", "remount,size=16m", str(disk)], check=True, capture_output=True)
-            b.start()
-            async with await connect(b) as conn:
-                await wait_leaders(conn, topic, len(partitions), timeout=30)
-                for p in partitions:
-                    stored = await read_all(conn, topic, p)
-                    assert stored == ledger.acked[p], (p, len(stored), len(ledger.acked[p]))
-                # Recovery found nothing to cut: the segment files are as the writer left them.
-                for p in partitions:
-                    _, now = stored_in_segments(disk / "logs" / f"{topic}-{p}")
-                    assert now == sizes[p], (p, now, sizes[p])
-                for p in partitions:
-                    r = await produce(conn, topic, p, [(b"k", b"after restart")], acks=-1)
-                    assert (r["error_code"], r["base_offset"]) == (0, len(ledger.acked[p])), (p, r)
-            assert "Traceback" not in broker_log_since(b, log_start)
-        finally:
-            b.kill()
+                _, now = stored_in_segments(disk / "logs" / f"{topic}-{p}")
+                assert now == sizes[p], (p, now, sizes[p])
+            for p in partitions:
+                r = await produce(conn, topic, p, [(b"k", b"after restart")], acks=-1)
+                assert (r["error_code"], r["base_offset"]) == (0, len(ledger.acked[p])), (p, r)
+        assert "Traceback" not in broker_log_since(b, log_start)
 
 
 async def _all_leaderless(conn, topic: str) -> bool:  # noqa: ANN001
@@ -364,43 +367,38 @@ async def test_appends_queued_behind_a_failed_write_fail_unwritten(broker_factor
     acknowledged batch, whole."""
     disk = tmp_path / "disk"
     topic, partitions = "queued", list(range(6))
-    with tmpfs(disk, "16m"):
-        b = broker_factory(0, start=False, log_dirs=str(disk / "logs"), log_level="debug")
-        try:
-            b.start()
-            async with await connect(b) as conn:
-                await create_topic(conn, topic, len(partitions),
-                                   configs={"segment.bytes": str(64 << 20), "max.message.bytes": str(16 << 20)})
-                ledger = Ledger()
-                first = {p: big(f"first/{p}") for p in partitions}
-                for p, outcome in (await produce_partitions(conn, topic, first, 1)).items():
-                    ledger.note(p, first[p], outcome)
-                assert not ledger.failed.is_set(), ledger.outcomes
-                log_start = b.log_path.stat().st_size
-                # Room for most of the next request's first batch: fill the disk, give 9 MiB back.
-                fill(disk / "filler")
-                with open(disk / "filler", "r+b") as f:
-                    f.truncate(f.seek(0, 2) - (9 << 20))
-                doomed = {0: [(b"k%d" % i, (b"doomed/%d:" % i).ljust(VALUE, b".")) for i in range(10_000)]}
-                doomed.update({p: big(f"behind/{p}") for p in partitions[1:]})
-                outcomes = await produce_partitions(conn, topic, doomed, 1)
-            for p, outcome in outcomes.items():
-                ledger.note(p, doomed[p], outcome)
-            assert {p: code for p, (code, _) in outcomes.items()} == \
-                {p: ErrorCode.KAFKA_STORAGE_ERROR for p in partitions}, outcomes
-            log_text = broker_log_since(b, log_start)
-            assert log_text.count("produce.write_failed") == 1, log_text[-3000:]
-            passes = writer_passes(log_text)
-            # None of the six written. The five behind are either queued behind the failed write
-            # and never attempted (counted as unwritten) or, if the loop reached them after the
-            # failure, refused at submission: which depends on the thread's speed, so it is not
-            # asserted here (tests/unit/test_log_writer.py holds the never-attempted path).
-            assert sum(p["written"] for p in passes) == 0, passes
-            assert "Traceback" not in log_text and "broker_id=None" not in log_text, log_text[-3000:]
-            assert b.proc is not None and b.proc.poll() is None
-            b.kill()
-            for p in partitions:
-                on_disk, _ = stored_in_segments(disk / "logs" / f"{topic}-{p}")
-                assert on_disk == ledger.acked[p], p
-        finally:
-            b.kill()
+    with broker_on_tmpfs(broker_factory, disk, "16m", log_level="debug") as b:
+        async with await connect(b) as conn:
+            await create_topic(conn, topic, len(partitions),
+                               configs={"segment.bytes": str(64 << 20), "max.message.bytes": str(16 << 20)})
+            ledger = Ledger()
+            first = {p: big(f"first/{p}") for p in partitions}
+            for p, outcome in (await produce_partitions(conn, topic, first, 1)).items():
+                ledger.note(p, first[p], outcome)
+            assert not ledger.failed.is_set(), ledger.outcomes
+            log_start = b.log_path.stat().st_size
+            # Room for most of the next request's first batch: fill the disk, give 9 MiB back.
+            fill(disk / "filler")
+            with open(disk / "filler", "r+b") as f:
+                f.truncate(f.seek(0, 2) - (9 << 20))
+            doomed = {0: [(b"k%d" % i, (b"doomed/%d:" % i).ljust(VALUE, b".")) for i in range(10_000)]}
+            doomed.update({p: big(f"behind/{p}") for p in partitions[1:]})
+            outcomes = await produce_partitions(conn, topic, doomed, 1)
+        for p, outcome in outcomes.items():
+            ledger.note(p, doomed[p], outcome)
+        assert {p: code for p, (code, _) in outcomes.items()} == \
+            {p: ErrorCode.KAFKA_STORAGE_ERROR for p in partitions}, outcomes
+        log_text = broker_log_since(b, log_start)
+        assert log_text.count("produce.write_failed") == 1, log_text[-3000:]
+        passes = writer_passes(log_text)
+        # None of the six written. The five behind are either queued behind the failed write
+        # and never attempted (counted as unwritten) or, if the loop reached them after the
+        # failure, refused at submission: which depends on the thread's speed, so it is not
+        # asserted here (tests/unit/test_log_writer.py holds the never-attempted path).
+        assert sum(p["written"] for p in passes) == 0, passes
+        assert "Traceback" not in log_text and "broker_id=None" not in log_text, log_text[-3000:]
+        assert b.proc is not None and b.proc.poll() is None
+        b.kill()
+        for p in partitions:
+            on_disk, _ = stored_in_segments(disk / "logs" / f"{topic}-{p}")
+            assert on_disk == ledger.acked[p], p

@@ -122,11 +122,16 @@ def file_size_limit() -> Iterator[int]:
         signal.signal(signal.SIGXFSZ, old_handler)
 
 
+def two_logs_and_a_writer(directory: Path) -> tuple[Log, Log, DirWriter]:
+    """Two logs of one directory (64 MiB segments) and its writer: one fails, the other queues behind."""
+    return (Log.open(directory / "t-0", segment_bytes=64 << 20, index_interval_bytes=4096),
+            Log.open(directory / "t-1", segment_bytes=64 << 20, index_interval_bytes=4096),
+            DirWriter(str(directory), broker_id=3))
+
+
 async def test_a_failed_write_is_cut_back_and_what_follows_fails_unwritten(
         tmp_path: Path, file_size_limit: int) -> None:
-    log = Log.open(tmp_path / "t-0", segment_bytes=64 << 20, index_interval_bytes=4096)
-    other = Log.open(tmp_path / "t-1", segment_bytes=64 << 20, index_interval_bytes=4096)
-    writer = DirWriter(str(tmp_path), broker_id=3)
+    log, other, writer = two_logs_and_a_writer(tmp_path)
     big = b"b" * (1 << 20)
     written = [start(log, writer, i, big) for i in range(3)]
     await log.settle()
@@ -322,9 +327,7 @@ async def test_completions_run_in_the_loops_context(log: Log, tmp_path: Path) ->
 
 async def test_a_completion_pass_logs_at_debug_what_went_through_the_thread(
         tmp_path: Path, file_size_limit: int) -> None:
-    log = Log.open(tmp_path / "t-0", segment_bytes=64 << 20, index_interval_bytes=4096)
-    other = Log.open(tmp_path / "t-1", segment_bytes=64 << 20, index_interval_bytes=4096)
-    writer = DirWriter(str(tmp_path), broker_id=3)
+    log, other, writer = two_logs_and_a_writer(tmp_path)
     big = b"b" * (1 << 20)
     with capture_logs() as events:
         for i in range(3):
