@@ -17,6 +17,11 @@ A client's batch (the leader's produce path) is checked in Kafka's order:
   at any sequence. Kafka 2.8 does the same: since KIP-360 (2.5) the broker no longer answers
   UNKNOWN_PRODUCER_ID on produce, it starts tracking from whatever the producer sends.
 
+A leader's appends in flight (written by the log directory's thread, not yet committed) are
+checked against in order: `check_client(..., in_flight)` checks a batch against the entry those
+staged appends will leave (`staged_entry`), as if they were committed, which is the state Kafka
+would check it against with the appends made one after the other.
+
 Replicated batches (the follower path, and rebuilding from the log) only update the state, with
 no checks, as Kafka's AppendOrigin.Replication does.
 
@@ -30,7 +35,7 @@ producer, so after a restart a retry of that batch is still recognised.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import crc32c
@@ -117,6 +122,18 @@ class ProducerEntry:
     @property
     def last_offset_delta(self) -> int:
         return self.batches[-1].offset_delta if self.batches else 0
+
+    def copy(self) -> ProducerEntry:
+        return ProducerEntry(self.producer_id, self.epoch, deque(self.batches, maxlen=BATCHES_RETAINED),
+                             self.coordinator_epoch, self.last_timestamp, self.txn_first_offset)
+
+    def apply(self, updated: ProducerEntry) -> None:
+        """Take a staged entry's changes (Kafka's ProducerStateEntry.update): its epoch (a new one
+        forgets the old batches), its batches after ours (the last five kept), its times."""
+        self.set_epoch(updated.epoch)
+        self.batches.extend(updated.batches)
+        self.coordinator_epoch = updated.coordinator_epoch
+        self.last_timestamp = updated.last_timestamp
 
     def set_epoch(self, epoch: int) -> None:
         # A new epoch (a bump, or a new producer on this id) forgets the old epoch's batches.
@@ -247,17 +264,20 @@ class ProducerAppend:
         self.pending: dict[int, _Pending] = {}
 
     def add(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, first_offset: int,
-            last_offset: int, timestamp: int) -> None:
-        """Stage one batch; ProducerStateError if a client's batch breaks the rules."""
+            last_offset: int, timestamp: int, current: ProducerEntry | None = None) -> None:
+        """Stage one batch; ProducerStateError if a client's batch breaks the rules. `current`:
+        the producer's entry to check against (a staged view, ProducerStates.staged_entry), else
+        the committed one."""
         p = self.pending.get(producer_id)
         if p is None:
-            current = self.states.producers.get(producer_id) or ProducerEntry(producer_id)
+            if current is None:
+                current = self.states.producers.get(producer_id) or ProducerEntry(producer_id)
             p = self.pending[producer_id] = _Pending(current, self.client)
         p.append(epoch, first_seq, last_seq, first_offset, last_offset, timestamp)
 
-    def add_batch(self, batch: ProducerBatch) -> None:
+    def add_batch(self, batch: ProducerBatch, current: ProducerEntry | None = None) -> None:
         self.add(batch.producer_id, batch.epoch, batch.base_sequence, batch.last_sequence,
-                 batch.base_offset, batch.last_offset, batch.max_timestamp)
+                 batch.base_offset, batch.last_offset, batch.max_timestamp, current)
 
 
 class ProducerStates:
@@ -284,22 +304,41 @@ class ProducerStates:
             return None
         return entry.find_duplicate(batch.epoch, batch.base_sequence, batch.last_sequence)
 
-    def check_client(self, batches: Iterable[ProducerBatch], base_offset: int) -> ProducerAppend | BatchMetadata:
-        """Check a client's batches as they would be appended at `base_offset`.
+    def staged_entry(self, producer_id: int, in_flight: Sequence[ProducerAppend] = ()) -> ProducerEntry | None:
+        """The producer's entry as it will be once `in_flight` (appends checked and not yet
+        committed, in the order they will commit) are committed: the committed entry itself when
+        none of them is this producer's, else a copy with theirs applied. None: no state."""
+        committed = self.producers.get(producer_id)
+        view: ProducerEntry | None = None
+        for append in in_flight:
+            p = append.pending.get(producer_id)
+            if p is None:
+                continue
+            if view is None:
+                view = committed.copy() if committed is not None else ProducerEntry(producer_id)
+            view.apply(p.updated)
+        return committed if view is None else view
+
+    def check_client(self, batches: Iterable[ProducerBatch], base_offset: int,
+                     in_flight: Sequence[ProducerAppend] = ()) -> ProducerAppend | BatchMetadata:
+        """Check a client's batches as they would be appended at `base_offset`, after the
+        appends `in_flight` (checked, not yet committed: see `staged_entry`).
 
         Returns the original batch when the first one is a duplicate (answer with its offsets,
-        append nothing), else the staged changes to commit after the append; raises
-        ProducerStateError (Kafka's error code for the partition) if any batch is refused.
+        append nothing; it may be one of `in_flight`'s), else the staged changes to commit after
+        the append; raises ProducerStateError (Kafka's error code for the partition) if any
+        batch is refused.
         """
         append = ProducerAppend(self, client=True)
         offset = base_offset
         for b in batches:
-            dup = self.find_duplicate(b)
+            current = self.staged_entry(b.producer_id, in_flight)
+            dup = None if current is None else current.find_duplicate(b.epoch, b.base_sequence, b.last_sequence)
             if dup is not None:
                 return dup
             placed = ProducerBatch(b.producer_id, b.epoch, b.base_sequence, b.last_offset_delta,
                                    b.max_timestamp, b.attributes, offset)
-            append.add_batch(placed)
+            append.add_batch(placed, current)
             offset = placed.last_offset + 1
         return append
 
@@ -312,10 +351,7 @@ class ProducerStates:
             if entry is None:
                 self.producers[pid] = p.updated
             else:
-                entry.set_epoch(p.updated.epoch)
-                entry.batches.extend(p.updated.batches)
-                entry.coordinator_epoch = p.updated.coordinator_epoch
-                entry.last_timestamp = p.updated.last_timestamp
+                entry.apply(p.updated)
         self.map_end_offset = max(self.map_end_offset, end_offset)
 
     def replicate(self, batches: Iterable[ProducerBatch], end_offset: int) -> None:

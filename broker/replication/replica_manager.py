@@ -57,6 +57,7 @@ are opened as clean: a crash from then on recovers them all. A partition's own `
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import os
 import shutil
@@ -158,6 +159,19 @@ class LeaderAppend:
     error_message: str | None = None
 
 
+@dataclass(slots=True)
+class InFlightAppend:
+    """An idempotent producer's append between its check and its completion (submit_append)."""
+
+    staged: ProducerAppend  # its producer state changes, committed once it is written
+    first_offset: int
+    last_offset: int
+    answer: asyncio.Future[LeaderAppend]
+    # An earlier append of its producer on the partition failed after this one was checked against
+    # it: not answered as written even if its bytes made it (never, but for a bug; see written()).
+    poisoned: bool = False
+
+
 @dataclass
 class Partition:
     topic: str
@@ -180,9 +194,9 @@ class Partition:
     # follower: until the high watermark reaches it, "latest" is not known (OFFSET_NOT_AVAILABLE).
     leader_epoch_start_offset: int = -1
     log_config: LogConfig | None = None  # the topic's retention and roll settings (None: the broker's)
-    # An idempotent producer's append in flight (submit_append), by producer id: its next batch
-    # waits for it before its sequence check.
-    producer_appends: dict[int, asyncio.Future[LeaderAppend]] = field(default_factory=dict)
+    # Idempotent producers' appends in flight (submit_append), by producer id, in start order:
+    # the next batch is checked against the producer state they will leave (see _check_producer).
+    producer_appends: dict[int, list[InFlightAppend]] = field(default_factory=dict)
 
     @property
     def log_end_offset(self) -> int:
@@ -829,9 +843,11 @@ class ReplicaManager:
         part.log.settle_now()  # the producer check and the offsets below see every earlier append
         if part.offline:
             return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
-        staged = self._check_producer(part, checked)
+        staged = self._check_producer(part, checked)  # settled: nothing in flight to check against
         if isinstance(staged, LeaderAppend):
             return staged
+        if isinstance(staged, asyncio.Future):  # only a retry of a batch in flight, and none is
+            raise RuntimeError("a synchronous append met a producer batch in flight")
         return self._write_inline(part, checked, staged)
 
     def _write_inline(self, part: Partition, validated: Validated, staged: ProducerAppend | None) -> LeaderAppend:
@@ -855,9 +871,9 @@ class ReplicaManager:
         with a future of its answer, which completes once its bytes are in the file (and the
         log end offset, producer state, epochs and high watermark moved), or failed.
 
-        Validation and the checks are `append`'s. An idempotent producer's batch waits first for
-        that producer's batch still in flight on this partition, so its sequence check sees it
-        (a duplicate or an out-of-order sequence gets Kafka's answer, as without the thread).
+        Validation and the checks are `append`'s. An idempotent producer's batch is checked
+        against the producer state its batches still in flight on this partition will leave, and
+        queued behind them without waiting (see `_check_producer` for why that is safe).
         """
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[LeaderAppend] = loop.create_future()
@@ -870,17 +886,6 @@ class ReplicaManager:
             answer.set_result(checked)
             return answer
         validated = checked
-        producer_id = validated.producer_id if part.producers is not None else -1
-        if producer_id >= 0:
-            while True:
-                earlier = part.producer_appends.get(producer_id)
-                if earlier is None or earlier.done():
-                    break
-                await asyncio.wait([earlier])  # never cancels it (a cancelled produce leaves it be)
-            refusal = self._still_leader(part)
-            if refusal is not None:
-                answer.set_result(LeaderAppend(refusal))
-                return answer
         writer = self.writer
         if not writer.accepting:
             # Stopping (or the directory failed): nothing more is queued, no thread started.
@@ -888,7 +893,11 @@ class ReplicaManager:
                 else ErrorCode.KAFKA_STORAGE_ERROR
             answer.set_result(LeaderAppend(code))
             return answer
-        staged = self._check_producer(part, validated, part.log.next_offset)
+        producer_id = validated.producer_id if part.producers is not None else -1
+        in_flight = part.producer_appends.get(producer_id) if producer_id >= 0 else None
+        staged = self._check_producer(part, validated, part.log.next_offset, in_flight)
+        if isinstance(staged, asyncio.Future):
+            return staged  # a retry of a batch still in flight: answered as it is
         if isinstance(staged, LeaderAppend):
             answer.set_result(staged)
             return answer
@@ -897,6 +906,8 @@ class ReplicaManager:
             # `append` does, and answered at once (no thread hand-off, no loop wake-up). The
             # directory's writer may have other logs' writes in flight: each log is its own file,
             # so their order does not matter; `accepting` above refuses a failed directory.
+            # (Nothing in flight: no producer's batch is either, so `staged` is against the
+            # committed state.)
             answer.set_result(self._write_inline(part, validated, staged))
             return answer
         first, last = validated.assign_offsets(part.log.next_offset)
@@ -909,28 +920,70 @@ class ReplicaManager:
             answer.set_result(LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR))
             return answer
         append_time = validated.log_append_time
+        record: InFlightAppend | None = None
+        if staged is not None:
+            record = InFlightAppend(staged, first, last, answer)
+            part.producer_appends.setdefault(producer_id, []).append(record)
 
         def written(entry: PendingAppend) -> None:
+            if record is not None:
+                self._producer_append_done(part, producer_id, record, entry.state == FAILED)
             try:
-                result = self._append_written(part, entry, staged, epoch, first, last, append_time)
+                if record is not None and record.poisoned and entry.state != FAILED:
+                    result = self._poisoned_append(part, entry)
+                else:
+                    result = self._append_written(part, entry, staged, epoch, first, last, append_time)
             except Exception:
                 # A bug: still answered (a produce must never hang), as a storage error.
                 log.exception("produce.completion_failed", broker_id=self.broker_id, topic=part.topic,
                               partition=part.index)
                 result = LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
-            answer_with(result)
-
-        def answer_with(result: LeaderAppend) -> None:
-            if part.producer_appends.get(producer_id) is answer:
-                del part.producer_appends[producer_id]
+                if record is not None:
+                    self._poison_later(part, producer_id, record)
             if not answer.done():
                 answer.set_result(result)
 
         entry.callback = written
-        if producer_id >= 0:
-            part.producer_appends[producer_id] = answer
         writer.submit(entry)
         return answer
+
+    def _producer_append_done(self, part: Partition, producer_id: int, record: InFlightAppend,
+                              failed: bool) -> None:
+        """An idempotent append leaves the in-flight list as its completion starts (written: its
+        state is committed in this same call; failed: it never will be). A failed one poisons the
+        later ones of its producer first, which were checked against it."""
+        if failed:
+            self._poison_later(part, producer_id, record)
+        records = part.producer_appends.get(producer_id)
+        if records is None:
+            return
+        try:
+            records.remove(record)
+        except ValueError:
+            pass
+        if not records:
+            del part.producer_appends[producer_id]
+
+    def _poison_later(self, part: Partition, producer_id: int, record: InFlightAppend) -> None:
+        records = part.producer_appends.get(producer_id, [])
+        seen = False
+        for other in records:
+            if other is record:
+                seen = True
+            elif seen:
+                other.poisoned = True
+
+    def _poisoned_append(self, part: Partition, entry: PendingAppend) -> LeaderAppend:
+        """Written, but an earlier batch of its producer, which its sequence check counted on,
+        failed. The writer fails every entry after a failed write, so only a failure outside the
+        thread (a completion that raised) gets here: the directory goes offline, as it did for
+        that failure, and this batch is answered as not written; its producer state is not
+        committed."""
+        log.error("produce.after_failed_producer_batch", broker_id=self.broker_id, topic=part.topic,
+                  partition=part.index, last_offset=entry.last_offset)
+        self.fail_dir("append", KafkaStorageError(part.log.directory, "append", OSError(
+            errno.EIO, "an earlier batch of its producer failed")))
+        return LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
 
     def _append_written(self, part: Partition, entry: PendingAppend, staged: ProducerAppend | None, epoch: int,
                         first: int, last: int, append_time: int) -> LeaderAppend:
@@ -995,12 +1048,33 @@ class ReplicaManager:
             log.warning("produce.invalid_records", topic=part.topic, partition=part.index, error_code=e.error_code)
             return LeaderAppend(ErrorCode(e.error_code), record_errors=e.record_errors, error_message=str(e))
 
-    def _check_producer(self, part: Partition, validated: Validated,
-                        base_offset: int | None = None) -> ProducerAppend | LeaderAppend | None:
+    def _check_producer(self, part: Partition, validated: Validated, base_offset: int | None = None,
+                        in_flight: list[InFlightAppend] | None = None,
+                        ) -> ProducerAppend | LeaderAppend | asyncio.Future[LeaderAppend] | None:
         """Idempotent producers: the batch checked against the partition's producer state before
         anything is assigned or written (no await from here to the offsets' assignment). The
-        staged changes to commit once it is written; None without a producer id; or the answer
-        (a refusal, or a duplicate's original offsets)."""
+        staged changes to commit once it is written; None without a producer id; the answer
+        (a refusal, or a duplicate's original offsets); or, for a retry of a batch of
+        `in_flight`, a future of its answer (that batch's offsets once it is written, its error
+        if it fails).
+
+        `in_flight`: this producer's appends on the partition checked and queued to the writer
+        but not yet written (submit_append). The batch is checked as if they were committed:
+        their last sequence and epoch, and their offsets for duplicates (the last five batches,
+        committed and in flight together, Kafka 2.8's ProducerStateEntry batch metadata). That
+        is Kafka's answer for the order the appends take in the log, and it is safe because a
+        staged state is committed only once its own bytes are written, and a batch checked
+        against one in flight is never written unless that one was: the directory's writer is
+        FIFO (so the later batch's write comes after), and a failed write fails every later
+        entry of the directory unwritten and refuses later submissions (`DirWriter.accepting`),
+        the directory going offline (`_append_written`). So when a batch commits, every batch
+        it was checked against has committed before it, in order, and the committed state is
+        the one it was checked against; when one fails, the later ones fail too and none of
+        their state is committed. (A completion that fails on the loop after a good write is
+        the one case the writer does not cover: `_producer_append_done` marks the later ones
+        poisoned, and they are answered KAFKA_STORAGE_ERROR without their state, the directory
+        offline.) Transactional batches never get here (this broker serves no transactions).
+        """
         producers = part.producers
         if producers is None or validated.producer_id < 0:
             return None
@@ -1008,21 +1082,48 @@ class ReplicaManager:
                               validated.last_offset_delta, validated.max_timestamp, 0)
         try:
             staged = producers.states.check_client(
-                [batch], part.log_end_offset if base_offset is None else base_offset)
+                [batch], part.log_end_offset if base_offset is None else base_offset,
+                [r.staged for r in in_flight] if in_flight else ())
         except ProducerStateError as e:
             log.warning("produce.producer_state_refused", topic=part.topic, partition=part.index,
                         error_code=int(e.error_code), reason=str(e))
             return LeaderAppend(e.error_code, error_message=str(e))
         if isinstance(staged, BatchMetadata):
-            # A retry of a batch already in the log: Kafka answers NONE with its original offsets
-            # (and, under LogAppendTime, its original append time).
-            append_time = staged.timestamp if validated.log_append_time >= 0 else -1
+            # A retry of a batch already in the log (or on its way there): Kafka answers NONE with
+            # its original offsets (and, under LogAppendTime, its original append time).
+            dup = staged
+            log_append_time = validated.log_append_time >= 0
             log.info("produce.duplicate_batch", topic=part.topic, partition=part.index,
                      producer_id=validated.producer_id, base_sequence=validated.base_sequence,
-                     original_offset=staged.first_offset)
-            return LeaderAppend(ErrorCode.NONE, staged.first_offset, staged.last_offset, append_time,
-                                part.log.log_start_offset)
+                     original_offset=dup.first_offset)
+            for record in in_flight or ():
+                if record.first_offset == dup.first_offset:
+                    return self._answer_after(part, record.answer, dup, log_append_time)
+            return self._duplicate_answer(part, dup, log_append_time)
         return staged
+
+    def _duplicate_answer(self, part: Partition, dup: BatchMetadata, log_append_time: bool) -> LeaderAppend:
+        return LeaderAppend(ErrorCode.NONE, dup.first_offset, dup.last_offset,
+                            dup.timestamp if log_append_time else -1, part.log.log_start_offset)
+
+    def _answer_after(self, part: Partition, original: asyncio.Future[LeaderAppend], dup: BatchMetadata,
+                      log_append_time: bool) -> asyncio.Future[LeaderAppend]:
+        """A retry of a batch in flight: once that batch is written, the duplicate's answer (its
+        offsets, as for any retry of a batch in the log); if it fails, its error. Never an
+        answer before the original's bytes are in the log."""
+        answer: asyncio.Future[LeaderAppend] = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future[LeaderAppend]) -> None:
+            if answer.done():
+                return
+            result = f.result() if not f.cancelled() else LeaderAppend(ErrorCode.KAFKA_STORAGE_ERROR)
+            if result.error_code != ErrorCode.NONE:
+                answer.set_result(LeaderAppend(result.error_code, error_message=result.error_message))
+            else:
+                answer.set_result(self._duplicate_answer(part, dup, log_append_time))
+
+        original.add_done_callback(done)
+        return answer
 
     async def wait_for_hw(self, part: Partition, offset: int, timeout_s: float) -> ErrorCode:
         deadline = time.monotonic() + timeout_s

@@ -7,12 +7,14 @@ this project's) and sent as a producer sends them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from broker.replication.replica_manager import INLINE_APPEND_BYTES
 from broker.zk import layout as L
 from broker.zk.server import ZooKeeperServer
 from fetcher.connection import KafkaConnection
@@ -119,6 +121,37 @@ async def test_retry_gap_and_fencing(broker_factory: Callable[..., BrokerProcess
     try:
         assert await produce_once_led(conn, "idem", batch(pid, 1, 0, 1, "b")) == (0, 6)
         assert await produce(conn, "idem", batch(pid, 1, 1, 1, "b")) == (0, 11)
+    finally:
+        await conn.close()
+
+
+def big_batch(pid: int, epoch: int, seq: int, count: int = 80) -> bytes:
+    """A batch past INLINE_APPEND_BYTES (80 x ~1 KB): written by the log directory's thread."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=pid,
+                                  producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20)
+    for i in range(count):
+        b.append(i, timestamp=None, key=None, value=f"{seq + i}:".encode().ljust(1000, b"."), headers=[])
+    return bytes(b.build())
+
+
+async def test_pipelined_large_batches_of_one_producer(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """One producer's large batches pipelined on one connection to one partition, as a Java client
+    with max.in.flight 5 sends them: each checked behind the ones still being written, a retry of one
+    answered with its offset, a gap refused, nothing written twice."""
+    broker = broker_factory(0)
+    await create_topic(broker, "pipe")
+    conn = await connect(broker)
+    try:
+        pid = (await init_producer_id(conn))["producer_id"]
+        assert await produce_once_led(conn, "pipe", batch(pid, 0, 0, 1, "w")) == (0, 0)
+        batches = [big_batch(pid, 0, 1 + 80 * i) for i in range(5)]
+        assert all(len(b) > INLINE_APPEND_BYTES for b in batches)
+        sent = [batches[0], batches[1], batches[2], batches[1], batches[3], big_batch(pid, 0, 999), batches[4]]
+        answers = await asyncio.gather(*(produce(conn, "pipe", b) for b in sent))
+        assert answers == [(0, 1), (0, 81), (0, 161), (0, 81), (0, 241),
+                           (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1), (0, 321)]
+        # The retry and the gap appended nothing: the next batch follows the fifth.
+        assert await produce(conn, "pipe", batch(pid, 0, 401, 1, "z")) == (0, 401)
     finally:
         await conn.close()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.produce_load import LoadError, check_response, produce_frame, record_batch
+from bench.produce_load import IdempotentFrames, LoadError, check_response, produce_frame, record_batch
 from protocol.api_keys import ApiKey
 from protocol.fast import decode_produce_request
 from protocol.headers import decode_request_header, encode_response_header
@@ -67,3 +67,22 @@ def test_a_success_gives_its_base_offset(version: int) -> None:
 def test_anything_else_fails_the_load(cid: int, name: str, partition: int, code: int, offset: int) -> None:
     with pytest.raises(LoadError):
         check_response(_response(7, cid, name, partition, code, offset), "t", 3, 7)
+
+
+def test_idempotent_frames_carry_the_producer_and_advancing_sequences_with_a_valid_crc() -> None:
+    batch = record_batch(records=10)
+    frames = {p: produce_frame("t", p, batch, version=7) for p in range(2)}
+    producer = IdempotentFrames(frames, len(batch), 10, producer_id=77, epoch=3)
+    seen = []
+    for partition in (0, 1, 0, 0):
+        frame = producer.next(partition)
+        header, at = decode_request_header(memoryview(frame)[FRAME_SIZE.size:])
+        request = decode_produce_request(memoryview(frame)[FRAME_SIZE.size + at:], 7)
+        [topic] = request["topic_data"]
+        [part] = topic["partition_data"]
+        assert part["index"] == partition
+        # The leader's validation checks the CRC32C (CORRUPT_MESSAGE otherwise).
+        validated = validate(bytes(part["records"]), 7, 0, ValidationConfig(max_message_bytes=1 << 20))
+        assert (validated.producer_id, validated.producer_epoch, validated.count) == (77, 3, 10)
+        seen.append((partition, validated.base_sequence))
+    assert seen == [(0, 0), (1, 0), (0, 10), (0, 20)]

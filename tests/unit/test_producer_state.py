@@ -122,6 +122,57 @@ def test_batches_of_one_append_are_checked_against_each_other(states: ProducerSt
     assert [(b.first_offset, b.last_offset) for b in entry.batches] == [(99, 99), (100, 101), (102, 104)]
 
 
+def test_checked_against_appends_in_flight_as_if_committed(states: ProducerStates) -> None:
+    # The writer thread's case: staged appends not yet committed; the next batch is checked against
+    # the state they leave, the committed table untouched until each commits, in order.
+    append(states, PID, 0, 0, 0, count=2)
+    in_flight: list[ProducerAppend] = []
+    offset = 2
+    for seq in range(2, 12, 2):
+        staged = states.check_client([batch(PID, 0, seq, count=2)], offset, in_flight)
+        assert isinstance(staged, ProducerAppend)
+        in_flight.append(staged)
+        offset += 2
+    assert states.producers[PID].last_seq == 1 and len(states.producers[PID].batches) == 1
+    view = states.staged_entry(PID, in_flight)
+    assert view is not None and view.last_seq == 11 and len(view.batches) == 5  # the last five
+    # Duplicates: an in-flight batch (its offsets) and the committed one still among the last five
+    # no longer (six batches in all: the committed one fell out, as it would once all commit).
+    dup = states.check_client([batch(PID, 0, 8, count=2)], offset, in_flight)
+    assert isinstance(dup, BatchMetadata) and (dup.first_offset, dup.last_offset) == (8, 9)
+    with pytest.raises(ProducerStateError) as e:
+        states.check_client([batch(PID, 0, 0, count=2)], offset, in_flight)
+    assert code(e) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    with pytest.raises(ProducerStateError) as e:
+        states.check_client([batch(PID, 0, 13)], offset, in_flight)  # a gap after the last in flight
+    assert code(e) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    for a, end in zip(in_flight, range(4, 14, 2), strict=True):
+        states.commit(a, end)
+    committed = states.producers[PID]
+    assert committed.last_seq == 11 and list(committed.batches) == list(view.batches)
+
+
+def test_an_epoch_bump_in_flight_fences_the_old_epoch(states: ProducerStates) -> None:
+    append(states, PID, 0, 0, 0)
+    bump = states.check_client([batch(PID, 1, 0)], 1)
+    assert isinstance(bump, ProducerAppend)
+    with pytest.raises(ProducerStateError) as e:
+        states.check_client([batch(PID, 0, 1)], 2, [bump])
+    assert code(e) == ErrorCode.INVALID_PRODUCER_EPOCH
+    with pytest.raises(ProducerStateError) as e:
+        states.check_client([batch(PID, 2, 5)], 2, [bump])
+    assert code(e) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    follows = states.check_client([batch(PID, 1, 1)], 2, [bump])
+    assert isinstance(follows, ProducerAppend)
+    # Other producers' staged appends do not touch this one's view (the committed entry itself).
+    assert states.staged_entry(PID + 1, [bump]) is None
+    assert states.staged_entry(PID, []) is states.producers[PID]
+    states.commit(bump, 2)
+    states.commit(follows, 3)
+    assert states.producers[PID].epoch == 1 and states.producers[PID].last_seq == 1
+    assert len(states.producers[PID].batches) == 2
+
+
 def test_unknown_producer_accepted_at_any_sequence(states: ProducerStates) -> None:
     # Kafka 2.8 (KIP-360): no state for the id, so any sequence starts it afresh.
     staged = states.check_client([batch(42, 3, 17)], 0)

@@ -49,7 +49,8 @@ async def test_an_append_is_seen_and_answered_only_once_written(rm: ReplicaManag
 async def test_idempotent_batches_in_flight_keep_kafkas_answers(rm: ReplicaManager) -> None:
     part = rm.become_leader("t", 0, [1], 0, [1], 0, 1, 1, None)
     first = await rm.submit_append(part, idempotent(0), acks=1)
-    # Submitted while the first is in flight: each waits for the one before it.
+    # Submitted while the first is in flight: each checked against the ones before it
+    # (tests/unit/test_idempotent_in_flight.py holds them in flight for certain).
     second = asyncio.ensure_future(rm.submit_append(part, idempotent(2), acks=1))
     duplicate = asyncio.ensure_future(rm.submit_append(part, idempotent(0), acks=1))
     gap = asyncio.ensure_future(rm.submit_append(part, idempotent(9), acks=1))
