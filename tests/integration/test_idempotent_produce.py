@@ -124,7 +124,8 @@ async def test_retry_gap_and_fencing(broker_factory: Callable[..., BrokerProcess
 
 
 async def test_state_rebuilt_from_the_log_after_kill_9(broker_factory: Callable[..., BrokerProcess]) -> None:
-    broker = broker_factory(0)
+    # A 3 s ZooKeeper session (not 6 s): the restart after kill -9 waits for the dead one to expire.
+    broker = broker_factory(0, zookeeper_session_timeout_ms="3000")
     await create_topic(broker, "crash")
     conn = await connect(broker)
     try:

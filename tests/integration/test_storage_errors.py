@@ -118,7 +118,8 @@ async def test_disk_full_on_index_write_loses_no_acknowledged_message(broker_fac
     every acknowledged message is at its acknowledged offset."""
     disk = tmp_path / "disk"
     with tmpfs(disk, "2m"):
-        b = broker_factory(0, start=False, log_dirs=str(disk / "logs"))
+        # A 3 s ZooKeeper session (not 6 s): the restart after kill -9 waits for the dead one to expire.
+        b = broker_factory(0, start=False, log_dirs=str(disk / "logs"), zookeeper_session_timeout_ms="3000")
         try:
             b.start()
             await _disk_full(b, disk)
