@@ -146,7 +146,9 @@ async def check_wire(bootstrap: str) -> int:
 
 
 def test_offsets_for_times_across_rolls_and_restarts(broker_factory: Callable[..., BrokerProcess]) -> None:
-    broker = broker_factory(log_segment_bytes="1024", auto_create_topics_enable="false")
+    # A 3 s ZooKeeper session (not 6 s): the restart after kill -9 waits for the dead one to expire.
+    broker = broker_factory(log_segment_bytes="1024", auto_create_topics_enable="false",
+                            zookeeper_session_timeout_ms="3000")
     asyncio.run(create_topic(broker, TOPIC, partitions=2))
     produce(broker.bootstrap)
     segments = sorted(broker.log_dir.glob(f"{TOPIC}-*/*.log"))

@@ -157,7 +157,8 @@ async def test_pipelined_large_batches_of_one_producer(broker_factory: Callable[
 
 
 async def test_state_rebuilt_from_the_log_after_kill_9(broker_factory: Callable[..., BrokerProcess]) -> None:
-    broker = broker_factory(0)
+    # A 3 s ZooKeeper session (not 6 s): the restart after kill -9 waits for the dead one to expire.
+    broker = broker_factory(0, zookeeper_session_timeout_ms="3000")
     await create_topic(broker, "crash")
     conn = await connect(broker)
     try:

@@ -37,7 +37,8 @@ def magics(blob: bytes) -> list[int]:
 @pytest.mark.parametrize("shutdown", ["clean", "unclean"])
 async def test_new_broker_reads_and_extends_an_old_log(broker_factory, shutdown: str) -> None:  # noqa: ANN001
     old = fixture_messages()
-    b = broker_factory(0, start=False)
+    # A 3 s ZooKeeper session (not 6 s): the restart after kill -9 waits for the dead one to expire.
+    b = broker_factory(0, start=False, zookeeper_session_timeout_ms="3000")
     shutil.copytree(FIXTURE / f"{TOPIC}-0", b.log_dir / f"{TOPIC}-0")
     if shutdown == "unclean":  # no marker, no index: the whole segment is scanned and its index rebuilt
         (b.log_dir / f"{TOPIC}-0" / ".clean_shutdown").unlink()

@@ -130,7 +130,8 @@ async def test_disk_full_on_index_write_loses_no_acknowledged_message(broker_fac
     KAFKA_STORAGE_ERROR, no offset may be acknowledged twice, and after kill -9 and a restart
     every acknowledged message is at its acknowledged offset."""
     disk = tmp_path / "disk"
-    with broker_on_tmpfs(broker_factory, disk, "2m") as b:
+    # A 3 s ZooKeeper session (not 6 s): the restart after kill -9 waits for the dead one to expire.
+    with broker_on_tmpfs(broker_factory, disk, "2m", zookeeper_session_timeout_ms="3000") as b:
         await _disk_full(b, disk)
 
 

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.support.brokers import BrokerProcess
 from tests.support.cluster import Cluster, wait_identical_replicas
 from tests.support.metrics import metric
 from tests.support.replication import (
@@ -27,6 +28,18 @@ from tests.support.replication import (
 from tests.support.traffic import produce_bytes, steady_producer
 
 pytestmark = pytest.mark.integration
+
+
+async def wait_rate_everywhere(cluster: Cluster, rate: int) -> None:
+    """Until every broker reports `rate` as its leader and follower replication throttle."""
+    def applied() -> bool:
+        try:
+            return all(metric(b, "leader_replication_throttle_bytes_per_second") == rate
+                       and metric(b, "follower_replication_throttle_bytes_per_second") == rate
+                       for b in cluster.brokers)
+        except (OSError, KeyError):
+            return False
+    await cluster.wait_for(f"throttled rate {rate} on every broker", applied, timeout=20)
 
 
 async def stopped_follower_with_backlog(cluster: Cluster, topic: str, partitions: int, total: int) -> None:
@@ -123,7 +136,7 @@ async def test_kafka_4313_in_sync_throttled_partitions_stay_in_isr(cluster: Clus
 async def test_config_written_while_zookeeper_restarts_is_applied_once(cluster: Cluster, zk_server) -> None:  # noqa: ANN001
     zk = zk_server.connect_string
     set_throttle_rate(zk, 3 * MB)
-    await asyncio.sleep(1)
+    await wait_rate_everywhere(cluster, 3 * MB)  # applied before ZooKeeper goes
     zk_server.stop()
     await asyncio.sleep(1.5)  # brokers are disconnected now
     zk_server.start()
@@ -149,7 +162,7 @@ async def test_config_written_while_zookeeper_restarts_is_applied_once(cluster: 
 async def test_malformed_throttle_config_is_rejected_and_the_old_value_kept(cluster: Cluster, zk_server) -> None:  # noqa: ANN001
     zk = zk_server.connect_string
     set_throttle_rate(zk, 4 * MB)
-    await asyncio.sleep(1.5)
+    await wait_rate_everywhere(cluster, 4 * MB)
     # Straight into ZooKeeper, bypassing the CLI's validation, with a change notification.
     bad = {"version": 1, "config": {"leader.replication.throttled.rate": "fast",
                                     "follower.replication.throttled.rate": "-5"}}
@@ -161,7 +174,14 @@ async def test_malformed_throttle_config_is_rejected_and_the_old_value_kept(clus
         {"version": 1, "config": {"leader.replication.throttled.replicas": "0:x,banana"}}).encode(), make_parents=True)
     await cluster.zk.create("/config/changes/config_change_", json.dumps(
         {"version": 2, "entity_path": "topics/t"}).encode(), sequential=True)
-    await asyncio.sleep(2)
+
+    def both_refused(b: BrokerProcess) -> bool:
+        log = b.log_path.read_text()
+        return "config.invalid_value" in log and "leader.replication.throttled.rate" in log \
+            and "leader.replication.throttled.replicas" in log
+    # Each broker has met both bad changes (and said so) before the checks below.
+    await cluster.wait_for("both bad changes refused on every broker",
+                           lambda: all(both_refused(b) for b in cluster.brokers), timeout=20)
     for b in cluster.brokers:
         assert b.proc.poll() is None
         assert metric(b, "leader_replication_throttle_bytes_per_second") == 4 * MB
