@@ -53,6 +53,7 @@ from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
 from bench.common import cluster, load_average, machine, progress, save_figure, source_tree, write_json
 from bench.produce_consume import cpu_seconds
+from tests.support.metrics import samples, scrape
 from tests.support.topics import create_topic
 
 VALUE_SIZE = 100
@@ -228,20 +229,45 @@ def run_scenario(name: str, source: Path | None, rate: int, seconds: float,
         logged = log_sizes(brokers)
         tree = "this" if source is None else "before"
         with_profile = profiled(pids, profile, f"{name}-{tree}", seconds * 0.8)
-        out = measure_round(bootstrap, pids, acks, rate, seconds, with_profile)
+        out = measure_round(bootstrap, pids, acks, rate, seconds, with_profile,
+                            metrics_urls=[b.metrics_url for b in brokers])
         stalls = loop_stalls(brokers, logged) if os.environ.get("MINIBROKER_LOOP_WATCHDOG_MS") else None
         return {"loop_stalls": stalls, "scenario": name, "replication_factor": replicas, "acks": acks,
                 "tree": tree, **out}
 
 
+def requests_by_api(url: str) -> dict[str, float]:
+    """A broker's `requests_total` per API so far (its Prometheus endpoint)."""
+    return {labels.get("api", ""): value for labels, value in samples(scrape(url), "requests_total")}
+
+
+def per_broker(pids: list[int], cpu0: list[float], urls: list[str],
+               requests0: list[dict[str, float]]) -> list[dict[str, Any]]:
+    """Each broker's CPU and requests since the start of the round, and CPU per request (µs):
+    a figure that the machine's other work does not move much, unlike latency."""
+    out = []
+    for i, (pid, c0, url, r0) in enumerate(zip(pids, cpu0, urls, requests0, strict=True)):
+        cpu = cpu_seconds(pid) - c0
+        now = requests_by_api(url)
+        by_api = {api: round(n - r0.get(api, 0)) for api, n in now.items() if n - r0.get(api, 0) > 0}
+        total = sum(by_api.values())
+        out.append({"broker": i, "cpu_s": round(cpu, 3), "requests": total, "requests_by_api": by_api,
+                    "cpu_us_per_request": round(cpu * 1e6 / total, 1) if total else None})
+    return out
+
+
 def measure_round(bootstrap: str, pids: list[int], acks: str, rate: int, seconds: float,
-                  during: contextlib.AbstractContextManager[Any] | None = None) -> dict[str, Any]:
+                  during: contextlib.AbstractContextManager[Any] | None = None,
+                  metrics_urls: list[str] | None = None) -> dict[str, Any]:
     """The steady producer and the end-to-end consumer against running brokers (`pids` for their
-    CPU); `during` wraps the producing part (a profiler)."""
+    CPU; `metrics_urls`, in the same order, for their request counts); `during` wraps the
+    producing part (a profiler)."""
     consumer = LatencyConsumer(bootstrap, "latency")
     consumer.start()
     consumer.ready.wait(30)
-    cpu0 = sum(cpu_seconds(pid) for pid in pids)
+    cpu_each0 = [cpu_seconds(pid) for pid in pids]
+    requests0 = [requests_by_api(url) for url in metrics_urls] if metrics_urls else []
+    cpu0 = sum(cpu_each0)
     t0 = time.perf_counter()
     with during or contextlib.nullcontext():
         produced = steady_producer(bootstrap, "latency", acks, rate, seconds)
@@ -250,12 +276,14 @@ def measure_round(bootstrap: str, pids: list[int], acks: str, rate: int, seconds
         time.sleep(0.1)
     elapsed = time.perf_counter() - t0
     cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
+    brokers = per_broker(pids, cpu_each0, metrics_urls, requests0) if metrics_urls else None
     consumer.stop.set()
     consumer.join(10)
     return {"rate": rate, "seconds": seconds, **produced, "consumed": len(consumer.latencies),
             "end_to_end_ms": summary_ms(consumer.latencies),
             "timeline_ms": timeline_ms(consumer.sent_at, consumer.latencies),
-            "broker_cpu_cores": round(cpu / elapsed, 3), "load_average_after": load_average()}
+            "broker_cpu_cores": round(cpu / elapsed, 3), "brokers": brokers,
+            "load_average_after": load_average()}
 
 
 def run_tansu(rate: int, seconds: float) -> dict[str, Any] | None:
@@ -341,6 +369,8 @@ def main() -> None:
                 results.append(run_scenario(name, source, args.rate, args.seconds, args.profile))
                 r = results[-1]
                 progress(f"  acked {r['acked_per_s_while_sending']}/s, end to end {r['end_to_end_ms']}"
+                         + "".join(f", broker {b['broker']} {b['cpu_us_per_request']} µs CPU/request"
+                                   f" ({b['requests']} requests)" for b in r.get("brokers") or [])
                          + (f", loop stalls {r['loop_stalls']['count']} ({r['loop_stalls']['total_ms']} ms,"
                             f" {r['loop_stalls']['run_queue_ms']} ms of it waiting for a CPU)" if r["loop_stalls"] else ""))
     if not args.no_tansu and "rf1-acks-1" in args.scenarios.split(","):
