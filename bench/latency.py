@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -96,13 +97,21 @@ class LatencyConsumer(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(daemon=True)
+        # librdkafka's statistics every 100 ms: the Fetch requests it has sent, so that the
+        # leader's Fetch count splits into the consumer's and the followers' (CPU per request).
+        self.fetches_sent = 0
         self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": "latency-assign-only",
-                           "enable.auto.commit": False})
+                           "enable.auto.commit": False, "statistics.interval.ms": 100,
+                           "stats_cb": self._stats})
         self.c.assign([TopicPartition(topic, 0, OFFSET_END)])
         self.latencies: list[float] = []
         self.sent_at: list[float] = []  # perf_counter seconds of each value's send, for the timeline
         self.ready = threading.Event()
         self.stop = threading.Event()
+
+    def _stats(self, text: str) -> None:
+        brokers = json.loads(text).get("brokers", {})
+        self.fetches_sent = sum(b.get("req", {}).get("Fetch", 0) for b in brokers.values())
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -242,9 +251,14 @@ def requests_by_api(url: str) -> dict[str, float]:
 
 
 def per_broker(pids: list[int], cpu0: list[float], urls: list[str],
-               requests0: list[dict[str, float]]) -> list[dict[str, Any]]:
+               requests0: list[dict[str, float]], consumer_fetches: int | None = None) -> list[dict[str, Any]]:
     """Each broker's CPU and requests since the start of the round, and CPU per request (µs):
-    a figure that the machine's other work does not move much, unlike latency."""
+    a figure that the machine's other work does not move much, unlike latency.
+
+    A follower serves almost nothing (the other follower's long polls for the offsets partitions
+    it leads), so its figure is also given per replica fetch it sent to the leader (broker 0):
+    the leader's Fetch requests less the consumer's (`consumer_fetches`, from librdkafka's
+    statistics), shared evenly between the followers."""
     out = []
     for i, (pid, c0, url, r0) in enumerate(zip(pids, cpu0, urls, requests0, strict=True)):
         cpu = cpu_seconds(pid) - c0
@@ -253,6 +267,12 @@ def per_broker(pids: list[int], cpu0: list[float], urls: list[str],
         total = sum(by_api.values())
         out.append({"broker": i, "cpu_s": round(cpu, 3), "requests": total, "requests_by_api": by_api,
                     "cpu_us_per_request": round(cpu * 1e6 / total, 1) if total else None})
+    if consumer_fetches is not None and len(out) > 1:
+        replica_fetches = (out[0]["requests_by_api"].get("Fetch", 0) - consumer_fetches) / (len(out) - 1)
+        out[0]["consumer_fetches"] = consumer_fetches
+        for b in out[1:]:
+            b["replica_fetches_sent"] = round(replica_fetches)
+            b["cpu_us_per_replica_fetch"] = round(b["cpu_s"] * 1e6 / replica_fetches, 1) if replica_fetches > 0 else None
     return out
 
 
@@ -267,6 +287,7 @@ def measure_round(bootstrap: str, pids: list[int], acks: str, rate: int, seconds
     consumer.ready.wait(30)
     cpu_each0 = [cpu_seconds(pid) for pid in pids]
     requests0 = [requests_by_api(url) for url in metrics_urls] if metrics_urls else []
+    fetches0 = consumer.fetches_sent
     cpu0 = sum(cpu_each0)
     t0 = time.perf_counter()
     with during or contextlib.nullcontext():
@@ -276,7 +297,8 @@ def measure_round(bootstrap: str, pids: list[int], acks: str, rate: int, seconds
         time.sleep(0.1)
     elapsed = time.perf_counter() - t0
     cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
-    brokers = per_broker(pids, cpu_each0, metrics_urls, requests0) if metrics_urls else None
+    brokers = (per_broker(pids, cpu_each0, metrics_urls, requests0, consumer.fetches_sent - fetches0)
+               if metrics_urls else None)
     consumer.stop.set()
     consumer.join(10)
     return {"rate": rate, "seconds": seconds, **produced, "consumed": len(consumer.latencies),
@@ -370,7 +392,10 @@ def main() -> None:
                 r = results[-1]
                 progress(f"  acked {r['acked_per_s_while_sending']}/s, end to end {r['end_to_end_ms']}"
                          + "".join(f", broker {b['broker']} {b['cpu_us_per_request']} µs CPU/request"
-                                   f" ({b['requests']} requests)" for b in r.get("brokers") or [])
+                                   f" ({b['requests']} requests"
+                                   + (f"; {b['cpu_us_per_replica_fetch']} µs per replica fetch sent"
+                                      if "cpu_us_per_replica_fetch" in b else "") + ")"
+                                   for b in r.get("brokers") or [])
                          + (f", loop stalls {r['loop_stalls']['count']} ({r['loop_stalls']['total_ms']} ms,"
                             f" {r['loop_stalls']['run_queue_ms']} ms of it waiting for a CPU)" if r["loop_stalls"] else ""))
     if not args.no_tansu and "rf1-acks-1" in args.scenarios.split(","):
