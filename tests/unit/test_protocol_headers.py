@@ -92,3 +92,24 @@ def test_client_skips_the_response_header_it_is_sent() -> None:
     # A flexible response header with a tagged field the client does not know is skipped whole.
     tagged = struct.pack(">i", 7) + b"\x01\x05\x03abc" + b"BODY"
     assert response_header_size(ApiKey.CREATE_TOPICS, 5, tagged) == len(tagged) - 4
+
+
+@given(st.integers(0, 70), st.integers(-1, 14), st.integers(-(1 << 31), (1 << 31) - 1),
+       st.one_of(st.none(), st.binary(max_size=12)), st.binary(max_size=8), st.integers(0, 20))
+def test_the_one_unpack_path_reads_headers_as_the_general_reader(key: int, version: int, corr: int,
+                                                                 client: bytes | None, rest: bytes,
+                                                                 cut: int) -> None:
+    """decode_request_header's fast path (no tagged section) answers exactly as the general reader,
+    and anything it does not take (flexible, truncated) is the general reader's, errors included."""
+    from protocol.headers import _decode_request_header
+
+    raw = v1(key, version, corr, client) + rest
+    for data in (raw, raw[:cut]):
+        try:
+            want = _decode_request_header(data)
+        except ProtocolError:
+            with pytest.raises(ProtocolError):
+                decode_request_header(data)
+            continue
+        assert decode_request_header(data) == want
+        assert decode_request_header(memoryview(data)) == want
