@@ -33,6 +33,13 @@ def machine() -> dict[str, object]:
             "kernel": platform.release(), "date": time.strftime("%Y-%m-%d")}
 
 
+def py_spy() -> str:
+    """The venv's py-spy (installed with the bench extra), else one on PATH: benches run as
+    `.venv/bin/python -m bench.x` without the venv on PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else (shutil.which("py-spy") or "py-spy")
+
+
 def progress(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 

@@ -39,11 +39,9 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -52,7 +50,16 @@ from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
-from bench.common import cluster, load_average, machine, progress, save_figure, source_tree, write_json
+from bench.common import (
+    cluster,
+    load_average,
+    machine,
+    progress,
+    py_spy,
+    save_figure,
+    source_tree,
+    write_json,
+)
 from bench.produce_consume import cpu_seconds
 from tests.support.metrics import samples, scrape
 from tests.support.topics import create_topic
@@ -215,8 +222,7 @@ def profiled(pids: list[int], out: Path | None, prefix: str, seconds: float) -> 
         yield
         return
     out.mkdir(parents=True, exist_ok=True)
-    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")  # the venv's
-    spies = [subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "500", "--duration",
+    spies = [subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "500", "--duration",
                                str(max(1, int(seconds))), "--format", "raw", "--nonblocking",
                                "--output", str(out / f"{prefix}-broker{i}.txt")],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, pid in enumerate(pids)]

@@ -44,12 +44,11 @@ import resource
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import machine, progress, save_figure, write_json
+from bench.common import machine, progress, py_spy, save_figure, write_json
 from broker.zk.server import ZooKeeperServer
 from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
@@ -188,8 +187,7 @@ class Profile:
         if directory is None:
             return
         directory.mkdir(parents=True, exist_ok=True)
-        spy = Path(sys.executable).with_name("py-spy")
-        self.proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", "200", "--format", "raw",
+        self.proc = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "200", "--format", "raw",
                                       "--output", str(directory / f"{name}.txt")],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)  # attached before the phase starts

@@ -44,7 +44,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -54,7 +53,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from bench.common import cluster, machine, progress, save_figure, source_tree, write_json
+from bench.common import cluster, machine, progress, py_spy, save_figure, source_tree, write_json
 from tests.support.ports import free_port
 from tests.support.replication import log_bytes
 from tests.support.topics import create_topic
@@ -239,8 +238,7 @@ def profiled(profile: Path | None, name: str, pid: int, native: bool = False) ->
         yield
         return
     profile.mkdir(parents=True, exist_ok=True)
-    beside = Path(sys.executable).parent / "py-spy"  # the venv's, when not on PATH
-    spy = subprocess.Popen([str(beside) if beside.exists() else "py-spy", "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
+    spy = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
                             "--output", str(profile / f"{name}.txt"), *(["--native"] if native else ["--nonblocking"])],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -38,17 +38,18 @@ def zk_server_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooK
 
 @pytest.fixture
 def broker_factory(tmp_path: Path, zk_server: ZooKeeperServer) -> Iterator[Callable[..., BrokerProcess]]:
-    """make(broker_id, start=True, metrics=False, nofile=None, **overrides): a broker on `zk_server`,
-    killed at the end; `nofile` lowers its soft RLIMIT_NOFILE.
+    """make(broker_id, start=True, metrics=False, nofile=None, log_level="info", **overrides): a broker
+    on `zk_server`, killed at the end; `nofile` lowers its soft RLIMIT_NOFILE.
 
     Overrides are broker properties with `_` for `.` (num_partitions="1").
     """
     started: list[BrokerProcess] = []
 
     def make(broker_id: int = 0, start: bool = True, metrics: bool = False, nofile: int | None = None,
-             **overrides: str) -> BrokerProcess:
+             log_level: str = "info", **overrides: str) -> BrokerProcess:
         props = {k.replace("_", "."): v for k, v in overrides.items()}
-        b = BrokerProcess(tmp_path, broker_id, zk_server.connect_string, props, metrics=metrics, nofile=nofile)
+        b = BrokerProcess(tmp_path, broker_id, zk_server.connect_string, props, metrics=metrics, nofile=nofile,
+                          log_level=log_level)
         started.append(b)
         if start:
             b.start()

@@ -356,9 +356,14 @@ class Controller:
         return changed
 
     async def _remove_from_isr(self, tp: TP, broker_id: int) -> bool:
+        """`broker_id` leaves the ISR of a partition it does not lead; an ISR of that one replica
+        alone is kept (Kafka 2.8's doRemoveReplicasFromIsr never empties an ISR): an offline
+        partition's last member may lead cleanly once it is back, and an empty ISR could only
+        lead again by an unclean election."""
         for _ in range(3):
             cur = self.ctx.states.get(tp)
-            if cur is None or broker_id not in cur[0].isr or cur[0].leader == broker_id:
+            if (cur is None or broker_id not in cur[0].isr or cur[0].leader == broker_id
+                    or cur[0].isr == [broker_id]):
                 return False
             state, version = cur
             new = L.PartitionState(state.leader, state.leader_epoch + 1, self.ctx.epoch,

@@ -27,6 +27,7 @@ entries before it, so a log's appends always complete in the order they were sta
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
 import os
 import threading
@@ -107,6 +108,9 @@ class DirWriter:
         self._stopped = False
         self._failed: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The loop's context (structlog's bound broker_id): the completions the thread schedules
+        # run in it, not in the thread's own, so their events (log_dir.failed) carry broker_id.
+        self._context: contextvars.Context | None = None
         self._scheduled = False  # a completion pass is already scheduled on the loop
 
     @property
@@ -128,6 +132,7 @@ class DirWriter:
         entry.writer = self
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
+            self._context = contextvars.copy_context()
         with self._cond:
             refusal: OSError | None = None
             if self._stopped:
@@ -170,7 +175,7 @@ class DirWriter:
             return
         self._scheduled = True
         try:
-            self._loop.call_soon_threadsafe(self.complete)
+            self._loop.call_soon_threadsafe(self.complete, context=self._context)
         except RuntimeError:  # the loop is closed: nobody is left to answer
             self._scheduled = False
 
@@ -280,8 +285,10 @@ class DirWriter:
         with self._cond:
             self._scheduled = False
         done = self._done
+        appends = written = unwritten = size = 0
         while done:
             entry = done.popleft()
+            appends += 1
             try:
                 try:
                     entry.log.append_done(entry)
@@ -291,6 +298,11 @@ class DirWriter:
                     log.exception("log_writer.completion_failed", broker_id=self.broker_id, log_dir=self.directory)
                     entry.state = FAILED
                     entry.error = OSError(errno.EIO, f"append completion failed: {e!r}")
+                if entry.state == WRITTEN:
+                    written += 1
+                    size += entry.size
+                elif not entry.attempted:
+                    unwritten += 1
                 callback = entry.callback
                 if callback is not None:
                     try:
@@ -301,6 +313,11 @@ class DirWriter:
                 for waiter in entry.waiters or ():  # settles always released
                     if not waiter.done():
                         waiter.set_result(None)
+        if appends:
+            # Debug level (a no-op call otherwise): which appends took the thread's path, and how
+            # many of a failed directory's queue were never attempted.
+            log.debug("log_writer.completed", broker_id=self.broker_id, log_dir=self.directory, appends=appends,
+                      written=written, bytes=size, unwritten=unwritten)
 
     def wait(self, entry: PendingAppend) -> None:
         """Block (the loop, briefly) until the thread has finished `entry`, then complete what is done."""

@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.cluster import Cluster
 from tests.support.metrics import metric
-from tests.support.replication import MB, log_bytes, mean_rate, partition_bytes, sample_catch_up
+from tests.support.replication import MB, log_bytes, mean_rate, partition_bytes, rate_profile, sample_catch_up
 from tests.support.tools import ROOT, reassign
 from tests.support.traffic import produce_bytes, steady_producer
 
@@ -91,7 +91,8 @@ async def test_one_broker_to_another_at_the_throttle_with_progress_and_verify(
     # The body of the move runs at the throttle; its tail is slower, as the last partitions
     # each move at most replica.fetch.max.bytes per fetch (the whole-move mean is in the bench).
     body = steady_rate(samples, target)
-    assert 0.85 * rate <= body <= 1.05 * rate, f"{body / MB:.2f} MB/s against {rate / MB} MB/s"
+    assert 0.85 * rate <= body <= 1.05 * rate, (
+        f"{body / MB:.2f} MB/s against {rate / MB} MB/s; MB/s per 2 s: {rate_profile(samples)}")
     assert mean_rate(samples) >= 0.7 * rate
     await wait_done(cluster, 30)
     out, err = await asyncio.to_thread(watcher.communicate, timeout=60)

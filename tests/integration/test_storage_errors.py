@@ -57,6 +57,19 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
+def broker_on_tmpfs(broker_factory, disk: Path, size: str, **overrides: str) -> Iterator[BrokerProcess]:  # noqa: ANN001
+    """Broker 0 started with its log dir on a new tmpfs of `size` mounted at `disk` (the logs in
+    disk/logs), killed before the tmpfs is unmounted."""
+    with tmpfs(disk, size):
+        b = broker_factory(0, start=False, log_dirs=str(disk / "logs"), **overrides)
+        try:
+            b.start()
+            yield b
+        finally:
+            b.kill()
+
+
+@contextlib.contextmanager
 def immutable(*paths: Path) -> Iterator[None]:
     """`chattr +i` on directories: nothing can be created, renamed or removed in them, even by root."""
     try:
@@ -117,13 +130,8 @@ async def test_disk_full_on_index_write_loses_no_acknowledged_message(broker_fac
     KAFKA_STORAGE_ERROR, no offset may be acknowledged twice, and after kill -9 and a restart
     every acknowledged message is at its acknowledged offset."""
     disk = tmp_path / "disk"
-    with tmpfs(disk, "2m"):
-        b = broker_factory(0, start=False, log_dirs=str(disk / "logs"))
-        try:
-            b.start()
-            await _disk_full(b, disk)
-        finally:
-            b.kill()
+    with broker_on_tmpfs(broker_factory, disk, "2m") as b:
+        await _disk_full(b, disk)
 
 
 async def _disk_full(b: BrokerProcess, disk: Path) -> None:

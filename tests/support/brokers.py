@@ -24,12 +24,14 @@ class BrokerProcess:
     `git archive`, to show what a change fixes); by default this one. `nofile` lowers the process's
     soft RLIMIT_NOFILE (descriptor limits reached with a few hundred partitions, not 20,000).
     `env` adds variables to the process's environment (e.g. KAFKA_OPTS naming a JAAS file).
+    `log_level` is `serve --log-level` (debug: events such as log_writer.completed are logged).
     """
 
     def __init__(self, workdir: Path, broker_id: int, zk_connect: str, overrides: dict[str, str] | None = None,
                  metrics: bool = False, source: Path | None = None, nofile: int | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, log_level: str = "info") -> None:
         self.workdir = workdir
+        self.log_level = log_level
         self.env = env
         self.nofile = nofile
         self.source = source or ROOT
@@ -65,7 +67,9 @@ class BrokerProcess:
     def start(self, wait: bool = True, timeout: float = 30) -> None:
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         out = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", str(self.props)],
+        # The flag only when asked for: an older source tree (`source`) may not know it.
+        level = [] if self.log_level == "info" else ["--log-level", self.log_level]
+        self.proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", str(self.props), *level],
                                      stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      cwd=str(self.source), preexec_fn=self._limits if self.nofile else None,
                                      env={**os.environ, **self.env} if self.env else None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import resource
 import signal
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from broker.log import KafkaStorageError, Log
 from broker.log.writer import FAILED, WRITTEN, DirWriter, PendingAppend, Unwritten, WriterStopped
@@ -120,11 +122,16 @@ def file_size_limit() -> Iterator[int]:
         signal.signal(signal.SIGXFSZ, old_handler)
 
 
+def two_logs_and_a_writer(directory: Path) -> tuple[Log, Log, DirWriter]:
+    """Two logs of one directory (64 MiB segments) and its writer: one fails, the other queues behind."""
+    return (Log.open(directory / "t-0", segment_bytes=64 << 20, index_interval_bytes=4096),
+            Log.open(directory / "t-1", segment_bytes=64 << 20, index_interval_bytes=4096),
+            DirWriter(str(directory), broker_id=3))
+
+
 async def test_a_failed_write_is_cut_back_and_what_follows_fails_unwritten(
         tmp_path: Path, file_size_limit: int) -> None:
-    log = Log.open(tmp_path / "t-0", segment_bytes=64 << 20, index_interval_bytes=4096)
-    other = Log.open(tmp_path / "t-1", segment_bytes=64 << 20, index_interval_bytes=4096)
-    writer = DirWriter(str(tmp_path), broker_id=3)
+    log, other, writer = two_logs_and_a_writer(tmp_path)
     big = b"b" * (1 << 20)
     written = [start(log, writer, i, big) for i in range(3)]
     await log.settle()
@@ -299,3 +306,44 @@ async def test_a_roll_after_appends_that_failed_unwritten_raises_and_does_not_ro
     assert len(log.segments) == 1 and log.next_offset == 0 and log.appends_in_flight == 0
     log.close()
     await writer.close()
+
+
+_WHO = contextvars.ContextVar("who", default="a context of its own")
+
+
+async def test_completions_run_in_the_loops_context(log: Log, tmp_path: Path) -> None:
+    """The thread schedules each completion pass in the context of the loop that submitted
+    (structlog's bound broker_id lives there): an event a completion logs, log_dir.failed
+    included, names the broker; the thread's own context has nothing bound."""
+    _WHO.set("the loop")
+    writer = DirWriter(str(tmp_path), broker_id=7)
+    seen: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    e = log.start_append(entry(0), 0)
+    e.callback = lambda e: seen.set_result(_WHO.get())
+    writer.submit(e)
+    assert await asyncio.wait_for(seen, 5) == "the loop"
+    await writer.close()
+
+
+async def test_a_completion_pass_logs_at_debug_what_went_through_the_thread(
+        tmp_path: Path, file_size_limit: int) -> None:
+    log, other, writer = two_logs_and_a_writer(tmp_path)
+    big = b"b" * (1 << 20)
+    with capture_logs() as events:
+        for i in range(3):
+            start(log, writer, i, big)
+        await log.settle()
+        start(log, writer, 3, big)  # crosses the 4 MiB limit: fails
+        start(log, writer, 4)
+        writer.submit(other.start_append(entry(0), 0))
+        await log.settle()
+        await other.settle()
+    passes = [ev for ev in events if ev["event"] == "log_writer.completed"]
+    assert all(ev["log_level"] == "debug" and ev["broker_id"] == 3 for ev in passes)
+    assert sum(ev["appends"] for ev in passes) == 6
+    assert sum(ev["written"] for ev in passes) == 3
+    assert sum(ev["bytes"] for ev in passes) == 3 * len(entry(0, big))
+    assert sum(ev["unwritten"] for ev in passes) == 2  # behind the failed write: never attempted
+    await writer.close()
+    log.close()
+    other.close()
