@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import re
 import socket
@@ -60,6 +61,7 @@ from bench.common import (
     write_json,
 )
 from bench.produce_consume import cpu_seconds
+from tests.support.metrics import samples, scrape
 from tests.support.topics import create_topic
 
 VALUE_SIZE = 100
@@ -102,13 +104,21 @@ class LatencyConsumer(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(daemon=True)
+        # librdkafka's statistics every 100 ms: the Fetch requests it has sent, so that the
+        # leader's Fetch count splits into the consumer's and the followers' (CPU per request).
+        self.fetches_sent = 0
         self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": "latency-assign-only",
-                           "enable.auto.commit": False})
+                           "enable.auto.commit": False, "statistics.interval.ms": 100,
+                           "stats_cb": self._stats})
         self.c.assign([TopicPartition(topic, 0, OFFSET_END)])
         self.latencies: list[float] = []
         self.sent_at: list[float] = []  # perf_counter seconds of each value's send, for the timeline
         self.ready = threading.Event()
         self.stop = threading.Event()
+
+    def _stats(self, text: str) -> None:
+        brokers = json.loads(text).get("brokers", {})
+        self.fetches_sent = sum(b.get("req", {}).get("Fetch", 0) for b in brokers.values())
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -234,20 +244,57 @@ def run_scenario(name: str, source: Path | None, rate: int, seconds: float,
         logged = log_sizes(brokers)
         tree = "this" if source is None else "before"
         with_profile = profiled(pids, profile, f"{name}-{tree}", seconds * 0.8)
-        out = measure_round(bootstrap, pids, acks, rate, seconds, with_profile)
+        out = measure_round(bootstrap, pids, acks, rate, seconds, with_profile,
+                            metrics_urls=[b.metrics_url for b in brokers])
         stalls = loop_stalls(brokers, logged) if os.environ.get("MINIBROKER_LOOP_WATCHDOG_MS") else None
         return {"loop_stalls": stalls, "scenario": name, "replication_factor": replicas, "acks": acks,
                 "tree": tree, **out}
 
 
+def requests_by_api(url: str) -> dict[str, float]:
+    """A broker's `requests_total` per API so far (its Prometheus endpoint)."""
+    return {labels.get("api", ""): value for labels, value in samples(scrape(url), "requests_total")}
+
+
+def per_broker(pids: list[int], cpu0: list[float], urls: list[str],
+               requests0: list[dict[str, float]], consumer_fetches: int | None = None) -> list[dict[str, Any]]:
+    """Each broker's CPU and requests since the start of the round, and CPU per request (µs):
+    a figure that the machine's other work does not move much, unlike latency.
+
+    A follower serves almost nothing (the other follower's long polls for the offsets partitions
+    it leads), so its figure is also given per replica fetch it sent to the leader (broker 0):
+    the leader's Fetch requests less the consumer's (`consumer_fetches`, from librdkafka's
+    statistics), shared evenly between the followers."""
+    out = []
+    for i, (pid, c0, url, r0) in enumerate(zip(pids, cpu0, urls, requests0, strict=True)):
+        cpu = cpu_seconds(pid) - c0
+        now = requests_by_api(url)
+        by_api = {api: round(n - r0.get(api, 0)) for api, n in now.items() if n - r0.get(api, 0) > 0}
+        total = sum(by_api.values())
+        out.append({"broker": i, "cpu_s": round(cpu, 3), "requests": total, "requests_by_api": by_api,
+                    "cpu_us_per_request": round(cpu * 1e6 / total, 1) if total else None})
+    if consumer_fetches is not None and len(out) > 1:
+        replica_fetches = (out[0]["requests_by_api"].get("Fetch", 0) - consumer_fetches) / (len(out) - 1)
+        out[0]["consumer_fetches"] = consumer_fetches
+        for b in out[1:]:
+            b["replica_fetches_sent"] = round(replica_fetches)
+            b["cpu_us_per_replica_fetch"] = round(b["cpu_s"] * 1e6 / replica_fetches, 1) if replica_fetches > 0 else None
+    return out
+
+
 def measure_round(bootstrap: str, pids: list[int], acks: str, rate: int, seconds: float,
-                  during: contextlib.AbstractContextManager[Any] | None = None) -> dict[str, Any]:
+                  during: contextlib.AbstractContextManager[Any] | None = None,
+                  metrics_urls: list[str] | None = None) -> dict[str, Any]:
     """The steady producer and the end-to-end consumer against running brokers (`pids` for their
-    CPU); `during` wraps the producing part (a profiler)."""
+    CPU; `metrics_urls`, in the same order, for their request counts); `during` wraps the
+    producing part (a profiler)."""
     consumer = LatencyConsumer(bootstrap, "latency")
     consumer.start()
     consumer.ready.wait(30)
-    cpu0 = sum(cpu_seconds(pid) for pid in pids)
+    cpu_each0 = [cpu_seconds(pid) for pid in pids]
+    requests0 = [requests_by_api(url) for url in metrics_urls] if metrics_urls else []
+    fetches0 = consumer.fetches_sent
+    cpu0 = sum(cpu_each0)
     t0 = time.perf_counter()
     with during or contextlib.nullcontext():
         produced = steady_producer(bootstrap, "latency", acks, rate, seconds)
@@ -256,12 +303,15 @@ def measure_round(bootstrap: str, pids: list[int], acks: str, rate: int, seconds
         time.sleep(0.1)
     elapsed = time.perf_counter() - t0
     cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
+    brokers = (per_broker(pids, cpu_each0, metrics_urls, requests0, consumer.fetches_sent - fetches0)
+               if metrics_urls else None)
     consumer.stop.set()
     consumer.join(10)
     return {"rate": rate, "seconds": seconds, **produced, "consumed": len(consumer.latencies),
             "end_to_end_ms": summary_ms(consumer.latencies),
             "timeline_ms": timeline_ms(consumer.sent_at, consumer.latencies),
-            "broker_cpu_cores": round(cpu / elapsed, 3), "load_average_after": load_average()}
+            "broker_cpu_cores": round(cpu / elapsed, 3), "brokers": brokers,
+            "load_average_after": load_average()}
 
 
 def run_tansu(rate: int, seconds: float) -> dict[str, Any] | None:
@@ -347,6 +397,11 @@ def main() -> None:
                 results.append(run_scenario(name, source, args.rate, args.seconds, args.profile))
                 r = results[-1]
                 progress(f"  acked {r['acked_per_s_while_sending']}/s, end to end {r['end_to_end_ms']}"
+                         + "".join(f", broker {b['broker']} {b['cpu_us_per_request']} µs CPU/request"
+                                   f" ({b['requests']} requests"
+                                   + (f"; {b['cpu_us_per_replica_fetch']} µs per replica fetch sent"
+                                      if "cpu_us_per_replica_fetch" in b else "") + ")"
+                                   for b in r.get("brokers") or [])
                          + (f", loop stalls {r['loop_stalls']['count']} ({r['loop_stalls']['total_ms']} ms,"
                             f" {r['loop_stalls']['run_queue_ms']} ms of it waiting for a CPU)" if r["loop_stalls"] else ""))
     if not args.no_tansu and "rf1-acks-1" in args.scenarios.split(","):

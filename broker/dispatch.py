@@ -28,6 +28,7 @@ from protocol.schema import request_codec, response_codec
 if TYPE_CHECKING:
     from broker.apis.context import BrokerServices, DispatchHost
     from broker.apis.registry import Api
+    from broker.metrics import CounterSeries, HistogramSeries
     from broker.network import Connection
 
 log = structlog.get_logger()
@@ -72,6 +73,16 @@ class Dispatcher:
         m = broker.metrics
         self.requests_total = m.counter("requests_total", "Requests handled, by API")
         self.latency = m.histogram("request_latency_seconds", "Time from receipt to response, by API")
+        # Each API's two series, found once: counted on every request.
+        self._series: dict[int, tuple[CounterSeries, HistogramSeries]] = {}
+
+    def _count(self, key: int, name: str, received: float) -> None:
+        """One request of API `key` answered (or dropped: acks=0) `received` (monotonic) ago."""
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = (self.requests_total.series(api=name), self.latency.series(api=name))
+        series[0].inc()
+        series[1].observe(time.monotonic() - received)
 
     async def handle(self, conn: Connection, frame_bytes: bytes | bytearray) -> bool:
         """Answer one request; False closes the connection."""
@@ -122,10 +133,8 @@ class Dispatcher:
             await conn.next_may_start()
         handling = mod.handle(ctx, request)
         response = await (conn.run_abandonable(handling) if key in ABANDONABLE else handling)
-        name = self.names[key]
-        self.requests_total.inc(api=name)
         if response is None:  # acks=0 produce: Kafka sends nothing back
-            self.latency.observe(time.monotonic() - received, api=name)
+            self._count(key, self.names[key], received)
             return True
         pieces = response if isinstance(response, list) else [response_codec(key, version).encode(response)]
         framed = frame(encode_response_header(header.correlation_id, key, version), *pieces)
@@ -133,5 +142,5 @@ class Dispatcher:
             conn.hold(framed, ctx.hold_ms / 1000)
         else:
             conn.write(framed)
-        self.latency.observe(time.monotonic() - received, api=name)
+        self._count(key, self.names[key], received)
         return session is None or session.state is not SaslState.FAILED  # a SASL failure closes, once answered

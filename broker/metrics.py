@@ -8,12 +8,15 @@ keeps the small surface the broker calls (`Registry.counter/gauge/histogram`, `.
   brokers and tests in one process do not share series.
 - Every family is a collector registered when the broker creates it, so families come out in
   creation order with their HELP/TYPE even before the first sample, as they always have.
-  Counters and histograms are prometheus_client's own, created at their first use because our
-  call sites name their labels there rather than up front. Callback gauges yield a
+  Counters and histograms count in plain Python (a float, a list of bucket counts) and yield
+  prometheus_client's CounterMetricFamily / HistogramMetricFamily at scrape time: its own
+  Counter and Histogram lock on every update, a few microseconds of every request. Their label
+  names are fixed at first use because our call sites name their labels there rather than up
+  front. Callback gauges yield a
   `GaugeMetricFamily` built from the callback at scrape time, callback counters (totals another
   part of the broker already keeps) a `CounterMetricFamily`.
 - The exposition is what scrapers had before: every label value goes through `bounded()` (client
-  ids are chosen by clients and may be huge), counters carry no `_created` samples, and histogram
+  ids are chosen by clients and may be huge), counters and histograms carry no `_created` samples, and histogram
   `le` labels keep their old spelling (`le="1"`, not prometheus_client's `le="1.0"`), since
   Prometheus 2 stores `le` as written and a new spelling would start new series.
 
@@ -27,11 +30,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
+from typing import cast
 
-import prometheus_client
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString as _untyped_float_to_go
+
+# prometheus_client's spelling of a bucket bound (as its own Histogram writes `le`), typed.
+_float_to_go = cast(Callable[[float], str], _untyped_float_to_go)
 
 PREFIX = "minibroker_"
 MAX_LABEL_CHARS = 200
@@ -52,15 +60,6 @@ def _bounded_labels(labels: dict[str, str]) -> dict[str, str]:
     return {k: bounded(str(v)) for k, v in labels.items()}
 
 
-def _without_created(metrics: Iterable[Metric]) -> Iterator[Metric]:
-    # prometheus_client adds a `_created` sample to counters and histograms; our scrapers and tests
-    # have never seen one. Dropped here rather than with disable_created_metrics(), which would
-    # flip a process-wide switch for every other user of the library.
-    for m in metrics:
-        m.samples = [s for s in m.samples if s.name != m.name + "_created"]
-        yield m
-
-
 class _Family:
     """One metric family: a collector in the broker's CollectorRegistry."""
 
@@ -79,35 +78,84 @@ class _Family:
         raise NotImplementedError
 
 
-class Counter(_Family):
-    """prometheus_client's Counter; its label names are those of the first `inc` (others raise ValueError)."""
+class CounterSeries:
+    """One counter series: a plain float, read at scrape time on the same event loop."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        if amount < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        self.value += amount
+
+
+class _Labelled:
+    """Series by label set, for counters and histograms: label names are those of the first use
+    (others raise ValueError, as prometheus_client's `.labels()` does), values go through
+    `bounded()`, and a series is found by the call's own keywords without sorting or bounding
+    them again (the per-request counters are incremented a few times per request)."""
+
+    def _init_series(self) -> None:
+        self._names: tuple[str, ...] | None = None
+        self._series: dict[tuple[str, ...], object] = {}  # by bounded label values, in name order
+        self._by_call: dict[LabelKey, object] = {}  # the same series, by the keywords as called
+
+    def _new(self) -> object:
+        raise NotImplementedError
+
+    def _find(self, labels: dict[str, str]) -> object:
+        key = tuple(labels.items())
+        series = self._by_call.get(key)
+        if series is None:
+            names = tuple(sorted(labels))
+            if self._names is None:
+                self._names = names
+            elif names != self._names:
+                raise ValueError(f"{self.name}: label names {list(names)} after {list(self._names)}")
+            values = tuple(bounded(str(labels[n])) for n in names)
+            series = self._series.get(values)
+            if series is None:
+                series = self._series[values] = self._new()
+            self._by_call[key] = series
+        return series
+
+    name: str
+
+
+class Counter(_Family, _Labelled):
+    """A counter; its label names are those of the first `inc` (others raise ValueError).
+
+    Counted in plain Python floats rather than prometheus_client's Counter, whose every `inc`
+    takes a lock (the requests_total of every request); exposed through its CounterMetricFamily
+    as before."""
 
     def __init__(self, name: str, help_text: str) -> None:
         super().__init__(name, help_text)
-        self._metric: prometheus_client.Counter | None = None
-        # The child per label set: `.labels()` validates and locks on every call, too slow for
-        # the per-request counters.
-        self._children: dict[LabelKey, prometheus_client.Counter] = {}
+        self._init_series()
+
+    def _new(self) -> object:
+        return CounterSeries()
 
     def _empty(self) -> Metric:
         return CounterMetricFamily(self.name, self.help)
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
-        key = tuple(labels.items())
-        child = self._children.get(key)
-        if child is None:
-            if self._metric is None:
-                # prometheus_client appends `_total` itself; registry=None: only this collector reports it.
-                self._metric = prometheus_client.Counter(
-                    self.name.removesuffix("_total"), self.help, sorted(labels), registry=None)
-            child = self._children[key] = (self._metric.labels(**_bounded_labels(labels)) if labels
-                                           else self._metric)
-        child.inc(amount)
+        cast(CounterSeries, self._find(labels)).inc(amount)
+
+    def series(self, **labels: str) -> CounterSeries:
+        """The series of these labels, to keep and `inc()` directly (a per-request counter)."""
+        return cast(CounterSeries, self._find(labels))
 
     def collect(self) -> Iterable[Metric]:
-        if self._metric is None:
+        if self._names is None:
             return [self._empty()]
-        return _without_created(self._metric.collect())
+        family = CounterMetricFamily(self.name, self.help, labels=list(self._names))
+        for values, series in self._series.items():
+            family.add_metric(list(values), cast(CounterSeries, series).value)
+        return [family]
 
 
 class Gauge(_Family):
@@ -181,37 +229,59 @@ def _le(le: str) -> str:
     return str(int(bound)) if bound.is_integer() else le
 
 
-class Histogram(_Family):
-    """prometheus_client's Histogram; its label names are those of the first `observe` (others raise ValueError)."""
+class HistogramSeries:
+    """One histogram series: a count per bucket (the last one +Inf) and the sum."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        # The first bucket whose upper bound is >= value, as prometheus_client's `amount <= bound`.
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+
+class Histogram(_Family, _Labelled):
+    """A histogram; its label names are those of the first `observe` (others raise ValueError).
+
+    Counted in plain Python (see Counter), exposed through HistogramMetricFamily with the `le`
+    spelling scrapers have always seen."""
 
     def __init__(self, name: str, help_text: str, buckets: tuple[float, ...] = DEFAULT_BUCKETS) -> None:
         super().__init__(name, help_text)
         self.buckets = buckets
-        self._metric: prometheus_client.Histogram | None = None
-        self._children: dict[LabelKey, prometheus_client.Histogram] = {}  # as in Counter
+        self._les = [_le(_float_to_go(b)) for b in buckets] + ["+Inf"]
+        self._init_series()
+
+    def _new(self) -> object:
+        return HistogramSeries(self.buckets)
 
     def _empty(self) -> Metric:
         return HistogramMetricFamily(self.name, self.help)
 
     def observe(self, value: float, **labels: str) -> None:
-        key = tuple(labels.items())
-        child = self._children.get(key)
-        if child is None:
-            if self._metric is None:
-                self._metric = prometheus_client.Histogram(
-                    self.name, self.help, sorted(labels), buckets=self.buckets, registry=None)
-            child = self._children[key] = (self._metric.labels(**_bounded_labels(labels)) if labels
-                                           else self._metric)
-        child.observe(value)
+        cast(HistogramSeries, self._find(labels)).observe(value)
+
+    def series(self, **labels: str) -> HistogramSeries:
+        """The series of these labels, to keep and `observe()` directly (a per-request histogram)."""
+        return cast(HistogramSeries, self._find(labels))
 
     def collect(self) -> Iterable[Metric]:
-        if self._metric is None:
+        if self._names is None:
             return [self._empty()]
-        metrics = list(_without_created(self._metric.collect()))
-        for m in metrics:
-            m.samples = [s._replace(labels={**s.labels, "le": _le(s.labels["le"])})
-                         if "le" in s.labels else s for s in m.samples]
-        return metrics
+        family = HistogramMetricFamily(self.name, self.help, labels=list(self._names))
+        for values, series in self._series.items():
+            h = cast(HistogramSeries, series)
+            buckets, running = [], 0
+            for le, n in zip(self._les, h.counts, strict=True):
+                running += n
+                buckets.append((le, float(running)))
+            family.add_metric(list(values), buckets, h.sum)
+        return [family]
 
 
 class Registry:

@@ -56,7 +56,10 @@ class ReplicaSink(Protocol):
 
 
 class FetchThrottle(Protocol):
-    """KIP-73 follower side: leave a partition out while the follower quota is exceeded."""
+    """KIP-73 follower side: leave a partition out while the follower quota is exceeded.
+
+    `leave_out(tp)` is only ever true of a partition `limited(tp)` (throttled and out of sync),
+    and is asked only of those."""
 
     def leave_out(self, tp: TP) -> bool: ...
     def limited(self, tp: TP) -> bool: ...
@@ -130,10 +133,16 @@ class ReplicaFetcher:
     def build_request(self, now: float) -> PlannedFetch | None:
         ready = [tp for tp, not_before in self.partitions.items() if not_before <= now and tp not in self.truncating]
         self._throttled_out = False
+        # Throttled partitions out of sync, asked once each per request (most partitions of a
+        # follower are neither, and were asked three times: leave_out, then limited again).
+        limited: set[TP] = set()
         if self.throttle is not None:
-            kept = [tp for tp in ready if not self.throttle.leave_out(tp)]
-            self._throttled_out = len(kept) < len(ready)
-            ready = kept
+            throttle = self.throttle
+            limited = {tp for tp in ready if throttle.limited(tp)}
+            if limited:
+                kept = [tp for tp in ready if tp not in limited or not throttle.leave_out(tp)]
+                self._throttled_out = len(kept) < len(ready)
+                ready = kept
         wanted = []
         for tp in ready:
             offset = self.sink.log_end_offset(tp)
@@ -152,7 +161,7 @@ class ReplicaFetcher:
         # topic block whenever the topic changes (a topic may appear more than once).
         for (topic, p), offset in wanted:
             max_bytes = self.settings.partition_max_bytes
-            if self.throttle is not None and self.throttle.limited((topic, p)):
+            if self.throttle is not None and (topic, p) in limited:
                 if budget < min(max_bytes, MIN_THROTTLED_FETCH):
                     self._throttled_out = True
                     continue

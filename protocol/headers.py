@@ -32,7 +32,36 @@ class RequestHeader(NamedTuple):
     client_id: str | None
 
 
+# Whether each declared (api key, version)'s request header has a tagged section: at most one
+# entry per declared version, so clients cannot grow it.
+_FLEXIBLE_HEADER: dict[tuple[int, int], bool] = {}
+_FIXED_SIZE = REQUEST_HEADER_FIXED.size
+
+
 def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
+    """(header, where the body starts). A header without a tagged section (every non-flexible
+    request) or with an empty one (a flexible request's, nearly always: librdkafka's Produce v9
+    and Fetch v12) is read with one unpack; others, and anything truncated, by the general
+    reader below (which raises its ProtocolError)."""
+    if len(buf) >= _FIXED_SIZE:
+        key, version, correlation_id, n = REQUEST_HEADER_FIXED.unpack_from(buf, 0)
+        end = _FIXED_SIZE + max(n, 0)
+        if end <= len(buf):
+            flex = _FLEXIBLE_HEADER.get((key, version))
+            if flex is None:
+                flex = _declared(key, version) and flexible(key, version, request=True)
+                if _declared(key, version):
+                    _FLEXIBLE_HEADER[(key, version)] = flex
+            # A flexible header's tagged section is almost always empty: one zero byte (the
+            # count). Anything else (tags, a truncated header) is the general reader's.
+            if not flex or (end < len(buf) and buf[end] == 0):
+                # Lenient on bad UTF-8: a client id is only ever logged and used as a quota key.
+                client_id = None if n < 0 else str(buf[_FIXED_SIZE:end], "utf-8", "replace")
+                return RequestHeader(key, version, correlation_id, client_id), end + 1 if flex else end
+    return _decode_request_header(buf)
+
+
+def _decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
     r = Reader(buf)
     key, version, correlation_id, n = REQUEST_HEADER_FIXED.unpack(r.raw(REQUEST_HEADER_FIXED.size))
     if n < 0:

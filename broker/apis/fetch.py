@@ -132,19 +132,30 @@ def _refused_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, i
 
 def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
               zstd_topics: frozenset[str] = frozenset(),
-              refused: dict[str, int] | None = None) -> tuple[list[dict[str, Any]], int, int, bool]:
+              refused: dict[str, int] | None = None) -> tuple[list[dict[str, Any]], int, int, bool, bool]:
+    """One pass over the request's partitions: (responses, bytes read, throttled bytes, whether a
+    throttled partition was held back, whether a partition outside `refused` topics has an error).
+
+    A follower's fetch names every partition it follows, in every round of replication, and most
+    are idle (all of its share of __consumer_offsets): the loop reads each partition's state once
+    into locals, checks and records a follower's fetch in one call, and keeps the clock reading
+    and the throttled set per request and topic, not per partition."""
     services = ctx.services
     rm = services.replicas
+    partitions = rm.partitions
+    broker_id = services.broker_id
     version = ctx.api_version
     replica_id = request["replica_id"]
     consumer = replica_id < 0
+    debug = replica_id == DEBUG_REPLICA_ID
     sends_files = ctx.conn.sends_files
     leader_quota = services.throttles.leader
+    now_ms = 0.0 if consumer else rm.clock()  # one reading for the follower's whole request
     exceeded: bool | None = None  # measured at most once per pass
     limit = request.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF
     min_one = version >= 3
     total = throttled_bytes = limited_bytes = 0
-    held_back = False
+    held_back = errors = False
     # Consumers below Fetch v4 read an older message format; followers get the log as stored.
     convert_to = target_magic(version) if consumer else 2
     read_committed = version >= 4 and request.get("isolation_level", 0) == READ_COMMITTED
@@ -155,53 +166,59 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
     for topic in request["topics"]:
         name = topic["topic"]
         parts = []
+        refused_code = refused.get(name, 0) if refused else 0
+        throttled_here = _NO_PARTITIONS if consumer else leader_quota.throttled_partitions(name)
+        zstd = name in zstd_topics
         for fp in topic["partitions"]:
             idx = fp["partition"]
-            out: dict[str, Any] = {"partition_index": idx, "error_code": 0, "high_watermark": -1,
-                                   "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
-                                   "records": b""}
-            parts.append(out)
-            if refused and name in refused:
-                out["error_code"] = refused[name]
+            if refused_code:
+                parts.append(_failed(idx, refused_code))
                 continue
-            part = rm.get(name, idx)
-            # rm.is_offline's answer, without looking the partition up a second time.
-            if part.offline if part is not None else rm.is_offline(name, idx):
-                out["error_code"] = storage_error
-                continue
+            part = partitions.get((name, idx))
             if part is None:
-                known = services.metadata.partition(name, idx) is not None
-                out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if rm.is_offline(name, idx):
+                    code = storage_error
+                else:
+                    known = services.metadata.partition(name, idx) is not None
+                    code = ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                parts.append(_failed(idx, code))
+                errors = True
+                continue
+            if part.offline:
+                parts.append(_failed(idx, storage_error))
+                errors = True
                 continue
             # Before the leader check, as Kafka's localLogWithEpochOrException does.
             asked_epoch = fp.get("current_leader_epoch", -1)
             if asked_epoch >= 0 and part.leader_epoch >= 0 and asked_epoch != part.leader_epoch:
-                out["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if asked_epoch < part.leader_epoch
-                                     else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                parts.append(_failed(idx, ErrorCode.FENCED_LEADER_EPOCH if asked_epoch < part.leader_epoch
+                                     else ErrorCode.UNKNOWN_LEADER_EPOCH))
+                errors = True
                 continue
-            if part.leader != services.broker_id and replica_id != DEBUG_REPLICA_ID:
-                out["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
+            if part.leader != broker_id and not debug:
+                parts.append(_failed(idx, ErrorCode.NOT_LEADER_FOR_PARTITION))
+                errors = True
                 continue
+            offset = fp["fetch_offset"]
             throttled = limited = False
             if not consumer:
                 # Validated before anything is recorded: a fetch offset is taken as the
                 # follower's log end, and one the leader does not have (or a replica id
-                # posing as a follower) would move the high watermark.
-                check = rm.check_follower_fetch(part, replica_id, fp["fetch_offset"])
+                # posing as a follower) would move the high watermark. Recorded only when the
+                # request arrives, as Kafka does (fetchMessages, not the delayed fetch's
+                # re-reads): a long poll re-read after the controller dropped this follower
+                # (controlled shutdown) would put a replica that is going away back into the
+                # ISR and pin the high watermark to its log end until it lags out.
+                check = rm.follower_fetch(part, replica_id, offset, record=first_pass, now_ms=now_ms)
                 if check == "out_of_range":
-                    out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    parts.append(_failed(idx, ErrorCode.OFFSET_OUT_OF_RANGE))
+                    errors = True
                     continue
                 if check == "not_assigned":
                     # Kafka 2.8's answer: no error, empty records, the high watermark.
-                    _offsets(out, part)
+                    parts.append(_answer(idx, part))
                     continue
-                # Only when the request arrives, as Kafka does (fetchMessages, not the delayed
-                # fetch's re-reads): a long poll re-read after the controller dropped this
-                # follower (controlled shutdown) would put a replica that is going away back
-                # into the ISR and pin the high watermark to its log end until it lags out.
-                if first_pass:
-                    rm.record_follower_fetch(part, replica_id, fp["fetch_offset"], checked=True)
-                throttled = leader_quota.is_throttled(name, idx)
+                throttled = idx in throttled_here
                 limited = throttled and replica_id not in part.isr
                 if limited:
                     if exceeded is None:
@@ -212,18 +229,21 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                     grant_floor = max(min(fp["partition_max_bytes"], limit, min_grant), 1)
                     if exceeded or allowance - limited_bytes < grant_floor:
                         held_back = True
-                        _offsets(out, part)
+                        parts.append(_answer(idx, part))
                         continue
-            if name in zstd_topics:
+            if zstd:
                 # Kafka's maybeConvertFetchedData: a zstd topic to a consumer below Fetch v10.
-                _error(out, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+                parts.append(_failed(idx, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE))
+                errors = True
                 continue
-            _offsets(out, part)
-            if read_committed:
-                out["aborted_transactions"] = []
-            offset = fp["fetch_offset"]
-            if offset == (part.high_watermark if consumer else part.log_end_offset) \
-                    and part.log.log_start_offset <= offset:
+            log = part.log
+            hw = part.high_watermark
+            log_start = log.log_start_offset
+            out: dict[str, Any] = {"partition_index": idx, "error_code": 0, "high_watermark": hw,
+                                   "last_stable_offset": hw, "log_start_offset": log_start,
+                                   "aborted_transactions": [] if read_committed else None, "records": b""}
+            parts.append(out)
+            if offset == (hw if consumer else log.log_end_offset) and log_start <= offset:
                 # Caught up: nothing to read, and the read would find nothing (an empty slice).
                 # Most partitions of a follower's fetch are idle (all of __consumer_offsets in
                 # every round of replication), and each costed a log lookup on every pass.
@@ -241,13 +261,16 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                     sl.read_bytes() if sl.length else b"")
             except OffsetOutOfRange:
                 out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                errors = True
                 continue
             except KafkaStorageError:
                 out["error_code"] = storage_error
+                errors = True
                 continue
             except OSError as e:  # the pread of the slice itself
                 rm.fail_dir("read", e)
                 out["error_code"] = storage_error
+                errors = True
                 continue
             if convert_to < 2 and data:
                 # Bytes: only a read that is not converted (convert_to == 2) is sent as a FileSlice.
@@ -258,6 +281,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                         converted = down_convert(stored, convert_to, offset)
                     except RecordsError as e:  # ZStandard (UNSUPPORTED_COMPRESSION_TYPE), or a corrupt log
                         out["error_code"] = e.error_code
+                        errors = True
                         continue
                     data = fit(converted, size, min_one, allow_partial=version < 3)
                 elif len(stored) > size:
@@ -273,11 +297,24 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                     limit -= len(data)
                     min_one = False
         responses.append({"topic": name, "partitions": parts})
-    return responses, total, throttled_bytes, held_back
+    return responses, total, throttled_bytes, held_back, errors
 
 
-def _error(out: dict[str, Any], code: int) -> None:
-    out.update(error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1, records=b"")
+_NO_PARTITIONS: frozenset[int] = frozenset()
+
+
+def _failed(idx: int, code: int) -> dict[str, Any]:
+    """A partition's answer with an error: no offsets, no records."""
+    return {"partition_index": idx, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
+            "log_start_offset": -1, "aborted_transactions": None, "records": b""}
+
+
+def _answer(idx: int, part: Partition) -> dict[str, Any]:
+    """A partition's answer without records or error: its offsets (no transactions, so the last
+    stable offset is the high watermark)."""
+    hw = part.high_watermark
+    return {"partition_index": idx, "error_code": 0, "high_watermark": hw, "last_stable_offset": hw,
+            "log_start_offset": part.log.log_start_offset, "aborted_transactions": None, "records": b""}
 
 
 async def _zstd_topics(ctx: RequestContext, request: dict[str, Any]) -> frozenset[str]:
@@ -295,13 +332,6 @@ async def _zstd_topics(ctx: RequestContext, request: dict[str, Any]) -> frozense
         if led and (await services.roles.topic_configs.get(name)).get("compression.type") == "zstd":
             out.add(name)
     return frozenset(out)
-
-
-def _offsets(out: dict[str, Any], part: Partition) -> None:
-    """The partition's offsets in an answer that is not an error: no transactions, so the last
-    stable offset is the high watermark."""
-    out["high_watermark"] = out["last_stable_offset"] = part.high_watermark
-    out["log_start_offset"] = part.log.log_start_offset
 
 
 async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
@@ -325,12 +355,13 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     zstd_topics = await _zstd_topics(ctx, request)
     refused = _refused_topics(ctx, request)
     while True:
-        responses, total, throttled_bytes, held_back = _read_all(ctx, request, first_pass, zstd_topics, refused)
+        # A refused topic's partitions do not count among `errors`: they do not end the wait (as
+        # Kafka, where only the authorized partitions go to the delayed fetch), or a consumer
+        # holding one would poll in a loop.
+        responses, total, throttled_bytes, held_back, errors = _read_all(ctx, request, first_pass, zstd_topics,
+                                                                         refused)
         first_pass = False
         remaining = deadline - time.monotonic()
-        # A refused topic's partitions do not end the wait (as Kafka, where only the authorized
-        # partitions go to the delayed fetch), or a consumer holding one would poll in a loop.
-        errors = any(p["error_code"] for t in responses if t["topic"] not in refused for p in t["partitions"])
         if total >= min_bytes or remaining <= 0 or errors:
             if throttled_bytes:
                 services.throttles.leader.record(throttled_bytes)

@@ -62,7 +62,7 @@ from broker.zk.config_entities import quota_user
 from broker.zk.topic_configs import topic_int
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.fast import decode_produce_request
+from protocol.fast import decode_produce_request, encode_produce_response
 from protocol.layouts import MAGIC_OFFSET, PRODUCER_ID, RECORD_BATCH_HEADER_SIZE, RECORD_BATCH_PRODUCER_ID
 from protocol.messages import MODULES
 from protocol.messages import fetch as fetch_messages
@@ -142,7 +142,7 @@ def _request_refusal(ctx: RequestContext, request: dict[str, Any], transactional
     return ErrorCode.NONE
 
 
-async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any] | None:
+async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes] | None:
     services = ctx.services
     rm = services.replicas
     acks = request["acks"]
@@ -239,8 +239,10 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
             ctx.conn.mute_for(throttle_ms / 1000)
     else:
         ctx.hold_ms = throttle_ms
-    return {"responses": [{"name": n, "partition_responses": ps} for n, ps in results.items()],
-            "throttle_time_ms": throttle_ms}
+    # Encoded here with the data path's struct codec (protocol.fast), not the schema codec.
+    return [encode_produce_response(version, {"responses": [{"name": n, "partition_responses": ps}
+                                                            for n, ps in results.items()],
+                                              "throttle_time_ms": throttle_ms})]
 
 
 register(messages, handle, decode, versions=served_versions())

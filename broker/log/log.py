@@ -500,7 +500,7 @@ class Log:
         segments = self._segments
         while i < len(segments):
             seg = segments[i]
-            key, pos = seg.lookup(offset)
+            key, pos = seg.lookup_near(offset)
             start, first_size, _ = seg.find(offset, pos, seg.size, key)
             if first_size:
                 break
@@ -516,7 +516,7 @@ class Log:
         if max_offset is not None:
             seg_next = segments[i + 1].base_offset if i + 1 < len(segments) else leo
             if max_offset < seg_next:
-                _, mpos = seg.lookup(max_offset)
+                _, mpos = seg.lookup_near(max_offset)
                 # Scan to the segment's end, not to `end`: the bounding entry may start before
                 # `end` with its header reaching past it.
                 bound, _, _ = seg.find(max_offset, max(mpos, start), seg.size, 0)

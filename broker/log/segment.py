@@ -133,7 +133,7 @@ class Segment:
     """
 
     __slots__ = ("base_offset", "log_path", "size", "index_interval", "index_existed",
-                 "_keys", "_positions", "_bytes_since_index", "time_index_existed",
+                 "_keys", "_positions", "_bytes_since_index", "_tail_key", "_tail_pos", "time_index_existed",
                  "_time_index", "_timestamps", "_file", "_pool", "_pinned", "_closed", "_index_on_disk",
                  "_time_on_disk", "_index_cut", "_time_cut", "_files_made", "_index_lazy", "_time_lazy",
                  "_pending", "__weakref__")
@@ -186,6 +186,9 @@ class Segment:
         self._keys = _u32_array()
         self._positions = _u32_array()
         self._bytes_since_index = 0
+        # Where the latest append's first entry starts (relative key, position; -1: none known),
+        # a starting point for readers at the tail (`lookup_near`).
+        self._tail_key = self._tail_pos = -1
         self._time_index = TimeIndex(base_offset)
         self._timestamps = TimestampTracker()
         self._index_lazy = self._time_lazy = False  # see defer_indexes
@@ -512,6 +515,7 @@ class Segment:
         if truncated:
             os.ftruncate(fd, pos)
         self.size = pos
+        self._tail_key = self._tail_pos = -1
         self._keys, self._positions = keys, positions
         self._bytes_since_index = since
         # As Kafka's recover: the largest timestamp goes in as a final entry.
@@ -608,6 +612,7 @@ class Segment:
 
     def _grown(self, pos: int, n: int, key: int, index_point: bool) -> None:
         self.size = pos + n
+        self._tail_key, self._tail_pos = key, pos
         if not self._files_made and pos == 0 and self._pending is not None:
             self._pending.add(self)  # its first bytes: files to make (again, if a pass took it already)
         if index_point:
@@ -630,6 +635,17 @@ class Segment:
         if i < 0:
             return self.base_offset, 0
         return self.base_offset + self._keys[i], self._positions[i]
+
+    def lookup_near(self, offset: int) -> tuple[int, int]:
+        """`lookup`, or the latest append's first entry when that starts later and not beyond
+        `offset`: a starting point for `find` just as good as an index point, and a reader at the
+        tail (a follower, a consumer caught up) then scans one append's entry headers rather than
+        every one since the last index point (up to index.interval.bytes of small batches)."""
+        key, pos = self.lookup(offset)
+        tail_pos = self._tail_pos
+        if tail_pos > pos and self.base_offset + self._tail_key <= offset:
+            return self.base_offset + self._tail_key, tail_pos
+        return key, pos
 
     def find(self, target: int, pos: int, limit: int, key: int) -> tuple[int, int, int]:
         """Scan entry headers from `pos` for the first entry whose last offset is >= target.
@@ -737,6 +753,8 @@ class Segment:
         self._need_index()
         os.ftruncate(self.fd, pos)
         self.size = pos
+        if self._tail_pos >= pos:
+            self._tail_key = self._tail_pos = -1
         keep = bisect_right(self._positions, pos - 1)
         if keep < len(self._positions):
             del self._keys[keep:]

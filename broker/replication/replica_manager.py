@@ -1330,6 +1330,26 @@ class ReplicaManager:
             return "not_assigned"
         return "ok"
 
+    def follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int, *, record: bool,
+                       now_ms: float) -> FollowerFetch:
+        """check_follower_fetch, then, when `record` and the answer is "ok", record_follower_fetch
+        at `now_ms`: the Fetch handler's one call per partition of a follower's fetch (most of
+        them idle, in every round of replication), with one clock reading for the whole request."""
+        log = part.log
+        leo = log.log_end_offset
+        if not log.log_start_offset <= fetch_offset <= leo:
+            return "out_of_range"
+        tracker = part.tracker
+        if (tracker is None or part.leader != self.broker_id or replica_id == self.broker_id
+                or replica_id not in part.replicas):
+            return "not_assigned"
+        progress = tracker.followers.get(replica_id)
+        if progress is None:
+            return "not_assigned"
+        if record:
+            self._record_fetch(part, tracker, replica_id, progress.log_end_offset, fetch_offset, leo, now_ms)
+        return "ok"
+
     def record_follower_fetch(self, part: Partition, follower: int, fetch_offset: int, *, checked: bool = False) -> bool:
         """Record an assigned follower's fetch offset (ISR, high watermark); False if refused, nothing changed.
         `checked`: the caller has had "ok" from check_follower_fetch for this very fetch."""
@@ -1340,7 +1360,11 @@ class ReplicaManager:
             return False
         progress = tracker.followers.get(follower)
         was_at = progress.log_end_offset if progress is not None else None
-        if not tracker.on_fetch(follower, fetch_offset, part.log_end_offset, self.clock()):
+        return self._record_fetch(part, tracker, follower, was_at, fetch_offset, part.log_end_offset, self.clock())
+
+    def _record_fetch(self, part: Partition, tracker: IsrTracker, follower: int, was_at: int | None,
+                      fetch_offset: int, leo: int, now_ms: float) -> bool:
+        if not tracker.on_fetch(follower, fetch_offset, leo, now_ms):
             return False
         expanded = tracker.expand(part.isr, follower, part.high_watermark)
         if expanded:

@@ -235,6 +235,37 @@ def test_index_points_per_append_as_kafka_does(tmp_path: Path) -> None:
     log.close()
 
 
+def test_reads_from_the_latest_append_agree_with_reads_by_index_points(tmp_path: Path) -> None:
+    """A read starting at or after the latest append scans from that append (Segment.lookup_near),
+    not from the last index point: the same slices as a reopened log (no such hint) gives, also
+    with a wrapper as the latest append, and after a truncation cut it away."""
+    log = Log.open(tmp_path / "live", index_interval_bytes=4096)
+    fill(log, 120, value_size=40)  # many appends between index points
+    log.append(wrapper(120, [b"x", b"y", b"z"]), 122)
+
+    def reads(one: Log) -> list[bytes]:
+        return [one.read(o, 100000, max_offset=m).read_bytes() for o in range(one.log_end_offset)
+                for m in (None, min(o + 2, one.log_end_offset))]
+
+    def reopened() -> Log:
+        copy = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
+        copy.mkdir()
+        for seg in log.segments:
+            (copy / seg.log_path.name).write_bytes(seg.log_path.read_bytes())
+        return Log.open(copy, index_interval_bytes=4096)
+
+    for step in ("appended", "truncated", "appended again"):
+        if step == "truncated":
+            log.truncate_to(121)  # the wrapper (120-122) straddles 121 and goes whole
+        elif step == "appended again":
+            fill(log, 3)
+        other = reopened()
+        assert log.log_end_offset == other.log_end_offset
+        assert reads(log) == reads(other), step
+        other.close()
+    log.close()
+
+
 def test_append_rejects_offsets_going_backwards(tmp_path: Path) -> None:
     log = Log.open(tmp_path)
     fill(log, 3)

@@ -92,3 +92,38 @@ def test_client_skips_the_response_header_it_is_sent() -> None:
     # A flexible response header with a tagged field the client does not know is skipped whole.
     tagged = struct.pack(">i", 7) + b"\x01\x05\x03abc" + b"BODY"
     assert response_header_size(ApiKey.CREATE_TOPICS, 5, tagged) == len(tagged) - 4
+
+
+@given(st.integers(0, 70), st.integers(-1, 14), st.integers(-(1 << 31), (1 << 31) - 1),
+       st.one_of(st.none(), st.binary(max_size=12)),
+       st.one_of(st.binary(max_size=8), st.binary(max_size=8).map(lambda b: b"\x00" + b),
+                 st.binary(max_size=8).map(lambda b: b"\x01\x00\x02ab" + b)), st.integers(0, 20))
+def test_the_one_unpack_path_reads_headers_as_the_general_reader(key: int, version: int, corr: int,
+                                                                 client: bytes | None, rest: bytes,
+                                                                 cut: int) -> None:
+    """decode_request_header's fast path (no tagged section, or an empty one) answers exactly as
+    the general reader, and anything it does not take (tags, truncated) is the general reader's,
+    errors included."""
+    from protocol.headers import _decode_request_header
+
+    raw = v1(key, version, corr, client) + rest
+    for data in (raw, raw[:cut]):
+        try:
+            want = _decode_request_header(data)
+        except ProtocolError:
+            with pytest.raises(ProtocolError):
+                decode_request_header(data)
+            continue
+        assert decode_request_header(data) == want
+        assert decode_request_header(memoryview(data)) == want
+
+
+@pytest.mark.parametrize(("key", "version"), [(ApiKey.PRODUCE, 9), (ApiKey.FETCH, 12), (ApiKey.METADATA, 9)])
+def test_a_flexible_header_with_an_empty_tagged_section_ends_after_it(key: int, version: int) -> None:
+    raw = v1(key, version, 42, b"rdkafka") + b"\x00" + b"BODY"
+    hdr, at = decode_request_header(raw)
+    assert (hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id) == (key, version, 42, "rdkafka")
+    assert raw[at:] == b"BODY"
+    tagged = v1(key, version, 42, None) + b"\x01\x05\x02ab" + b"BODY"  # one tag: the general reader skips it
+    hdr, at = decode_request_header(tagged)
+    assert hdr.client_id is None and tagged[at:] == b"BODY"

@@ -273,3 +273,42 @@ def test_leader_epochs_follow_roles_appends_and_truncation(rm: ReplicaManager, t
     assert part.epochs.cache.entries == []
     assert rm.epoch_syncs.sync() == []  # the file's writes wait for the next LeaderAndIsr answer (or 5 s)
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n0\n"
+
+
+async def test_the_fetch_handlers_one_call_checks_and_records_as_the_two_calls_do(tmp_path: Path) -> None:
+    """ReplicaManager.follower_fetch (the Fetch handler's per-partition call) answers as
+    check_follower_fetch, and records (ISR progress, the high watermark, an ISR expansion) as
+    record_follower_fetch does, only when asked to and only when the answer is "ok"."""
+    def fresh(name: str) -> tuple[ReplicaManager, Partition, Clock]:
+        clock = Clock()
+        (tmp_path / name).mkdir()
+        config = BrokerConfig(broker_id=1, log_dirs=[tmp_path / name], replica_lag_time_max_ms=10_000)
+        rm = ReplicaManager(config, ZkClient("127.0.0.1:1"), Registry(), clock=clock)
+        part = rm.become_leader("t", 0, [1, 2, 3], 0, [1, 2], 0, 1, 1, None)
+        part.log.truncate_fully_and_start_at(5)
+        rm.append(part, records(10, base=5), acks=1, config=ValidationConfig(1 << 20))
+        return rm, part, clock
+
+    def state(rm: ReplicaManager, part: Partition) -> tuple[Any, ...]:
+        assert part.tracker is not None
+        return (part.high_watermark, [(b, vars(p)) for b, p in sorted(part.tracker.followers.items())],
+                len(rm._tasks))
+
+    one, one_part, one_clock = fresh("one")
+    two, two_part, two_clock = fresh("two")
+    # (replica id, fetch offset): out of range both ways, the leader itself, a stranger, assigned
+    # followers in and out of the ISR at and below the log end, repeated (an idle partition).
+    steps = [(2, 4), (2, 16), (1, 15), (7, 15), (2, 9), (3, 12), (2, 15), (3, 15), (3, 15), (2, 15)]
+    for i, (replica_id, offset) in enumerate(steps):
+        one_clock.now = two_clock.now = 1000.0 * (i + 1)
+        record = i % 3 != 2  # some passes only check (a long poll's re-reads)
+        answer = two.check_follower_fetch(two_part, replica_id, offset)
+        if record and answer == "ok":
+            two.record_follower_fetch(two_part, replica_id, offset, checked=True)
+        assert one.follower_fetch(one_part, replica_id, offset, record=record, now_ms=one_clock.now) == answer
+        assert state(one, one_part) == state(two, two_part), (replica_id, offset)
+    assert one_part.high_watermark == 15
+    assert len(one._tasks) == 1  # follower 3 reached the high watermark: one ISR expansion started
+    for task in one._tasks + two._tasks:  # (its ZooKeeper write has no server here)
+        task.cancel()
+    await asyncio.gather(*one._tasks, *two._tasks, return_exceptions=True)
