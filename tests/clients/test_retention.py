@@ -35,11 +35,14 @@ FAST = {"log_retention_check_interval_ms": "300"}
 class Recorder:
     """A confluent-kafka producer writing numbered values; every acknowledged (offset -> value) kept."""
 
-    def __init__(self, bootstrap: str, topic: str, size: int = 200) -> None:
+    def __init__(self, bootstrap: str, topic: str, size: int = 200, keyed: bool = False) -> None:
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 8192,
                                   "enable.idempotence": False})
         self.topic = topic
         self.size = size
+        # Each record keyed by its own number: compaction keeps every one (each is its key's latest),
+        # where the log cleaner drops every record without a key, as Kafka 2.8's does.
+        self.keyed = keyed
         self.acked: dict[int, bytes] = {}
         self.errors: list[str] = []
         self.sent = 0
@@ -53,7 +56,8 @@ class Recorder:
     def send(self, n: int) -> None:
         for _ in range(n):
             value = (b"%010d" % self.sent).ljust(self.size, b".")
-            self.producer.produce(self.topic, value, partition=0, on_delivery=self._ack)
+            key = b"%010d" % self.sent if self.keyed else None
+            self.producer.produce(self.topic, value, key, partition=0, on_delivery=self._ack)
             self.sent += 1
             self.producer.poll(0)
 
@@ -236,10 +240,14 @@ async def test_size_retention_holds_within_retention_bytes_plus_a_segment(
 
 async def test_live_config_change_bad_values_describe_and_restart(
         broker_factory: Callable[..., BrokerProcess], zk_server) -> None:  # noqa: ANN001
-    broker = broker_factory(0, **FAST)
+    # A 3 s ZooKeeper session (not 6 s): the restart after kill -9 waits for the dead one to expire.
+    broker = broker_factory(0, **FAST, zookeeper_session_timeout_ms="3000")
     topic = "altered"
     await create_topic(broker, topic, configs={"segment.bytes": "16384"})
-    recorder = Recorder(broker.bootstrap, topic)
+    # Keyed: cleanup.policy becomes compact,delete below, and a cleaner pass (every 15 s, so only
+    # on a slow run) would otherwise drop every record below the active segment, and the read from
+    # the log start would then rightly begin at the active segment's base (as Kafka's would).
+    recorder = Recorder(broker.bootstrap, topic, keyed=True)
     recorder.send(2000)
     recorder.flush()
     assert watermarks(broker.bootstrap, topic)[0] == 0  # 7 days by default: nothing goes
