@@ -32,13 +32,13 @@ class _SpareZooKeepers:
     def _spawn(self) -> ZooKeeperServer:
         self.count += 1
         server = ZooKeeperServer(self.root / f"zookeeper-{self.count}")
-        server.proc = server._spawn(detached=False)  # start() without its wait, done in take()
+        server.start(wait=False)  # waited for in take()
         return server
 
     def take(self) -> ZooKeeperServer:
         server, self.spare = self.spare or self._spawn(), None
         try:
-            server._wait_up(20)
+            server.wait_up(20)
         except BaseException:
             server.kill()
             raise

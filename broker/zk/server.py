@@ -106,11 +106,18 @@ class ZooKeeperServer:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, timeout: float = 20) -> None:
+    def start(self, timeout: float = 20, wait: bool = True) -> None:
+        """Starts the server; without `wait`, returns at once (`wait_up` later: the JVM takes
+        about half a second to serve, which a caller may spend on other work)."""
         # A second server on the same port would fail to bind while the check below saw the first.
         if self.running():
             raise RuntimeError(f"ZooKeeper already running on {self.connect_string} (pid {self.pid})")
         self.proc = self._spawn(detached=False)
+        if wait:
+            self._wait_up(timeout)
+
+    def wait_up(self, timeout: float = 20) -> None:
+        """Until a server started with `start(wait=False)` serves (RuntimeError if it exited)."""
         self._wait_up(timeout)
 
     def start_detached(self, timeout: float = 20) -> int:
