@@ -446,3 +446,55 @@ def decode_fetch_response(buf: bytes | memoryview, version: int) -> dict[str, An
         _skip_tagged_fields(c)
     out["responses"] = responses
     return out
+
+
+_IHQI = struct.Struct(">ihqi")
+_EMPTY = memoryview(b"")
+FetchPartitionV3 = tuple[str, int, int, int, memoryview | None]
+
+
+def decode_fetch_response_v3_partitions(buf: bytes | memoryview) -> list[FetchPartitionV3]:
+    """A Fetch v3 response body as one (topic, partition, error code, high watermark, records)
+    tuple per partition, in response order; records are zero-copy slices, None when null.
+
+    The replica fetcher's path: it reads one of these per round of replication, most of whose
+    partitions are idle, and a dict per partition and topic (decode_fetch_response) was the
+    larger part of reading it. Same checks: a short or impossible body is a ProtocolError."""
+    mv = memoryview(buf)
+    end = len(mv)
+    out: list[FetchPartitionV3] = []
+    append = out.append
+    head = _IHQI.unpack_from
+    try:
+        (topics,) = _I.unpack_from(mv, 4)  # after throttle_time_ms
+        pos = 8
+        if topics < 0 or topics * 6 > end - pos:
+            raise ProtocolError(f"impossible array length {topics}")
+        for _ in range(topics):
+            (n,) = _H.unpack_from(mv, pos)
+            if n < 0 or pos + 2 + n > end:
+                raise ProtocolError("null or truncated topic name")
+            name = str(mv[pos + 2:pos + 2 + n], "utf-8")
+            (parts,) = _I.unpack_from(mv, pos + 2 + n)
+            pos += 6 + n
+            if parts < 0 or parts * 18 > end - pos:
+                raise ProtocolError(f"impossible array length {parts}")
+            for _ in range(parts):
+                index, error, hw, size = head(mv, pos)
+                pos += 18
+                if size > 0:
+                    if pos + size > end:
+                        raise ProtocolError(f"truncated at byte {pos}")
+                    append((name, index, error, hw, mv[pos:pos + size]))
+                    pos += size
+                elif size == 0:
+                    append((name, index, error, hw, _EMPTY))
+                elif size == -1:
+                    append((name, index, error, hw, None))
+                else:
+                    raise ProtocolError(f"invalid record set length {size}")
+    except struct.error as e:
+        raise ProtocolError(f"truncated Fetch v3 response: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ProtocolError("topic name is not UTF-8") from e
+    return out

@@ -17,6 +17,7 @@ from protocol.errors import ProtocolError
 from protocol.fast import (
     decode_fetch_request,
     decode_fetch_response,
+    decode_fetch_response_v3_partitions,
     encode_fetch_request_v3,
     encode_fetch_response,
 )
@@ -122,6 +123,22 @@ def test_response_encoder_and_decoder_agree_with_the_schema(version: int) -> Non
     check()
 
 
+@settings(max_examples=200, deadline=None)
+@given(responses, st.integers(0, 1000))
+def test_replica_fetchers_v3_partitions_decoder_reads_what_the_schema_reads(resp: list[dict[str, Any]],
+                                                                           throttle: int) -> None:
+    raw = b"".join(encode_fetch_response(3, throttle, resp))
+    expected = response_codec(ApiKey.FETCH, 3).decode(raw)
+    got = decode_fetch_response_v3_partitions(raw)
+    assert [(name, index, error, hw, None if records is None else bytes(records))
+            for name, index, error, hw, records in got] == [
+        (t["topic"], p["partition_index"], p["error_code"], p["high_watermark"], p["records"])
+        for t in expected["responses"] for p in t["partitions"]]
+    for cut in range(0, len(raw), 3):
+        with pytest.raises(ProtocolError):
+            decode_fetch_response_v3_partitions(raw[:cut])
+
+
 def test_v12_tagged_sections_are_one_byte_and_unknown_request_tags_are_skipped() -> None:
     raw = b"".join(encode_fetch_response(12, 0, [{"topic": "t", "partitions": [
         {"partition_index": 0, "error_code": 0, "high_watermark": 5, "records": b""}]}]))
@@ -203,3 +220,7 @@ def test_fuzz_raises_only_protocol_errors(data: bytes, version: int) -> None:
             fn(data, version)
         except ProtocolError:
             pass
+    try:
+        decode_fetch_response_v3_partitions(data)
+    except ProtocolError:
+        pass
