@@ -18,6 +18,7 @@ import collections
 import functools
 import itertools
 import ssl
+import struct
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -28,10 +29,12 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.framing import frame
 from protocol.headers import encode_request_header, response_header_size
-from protocol.layouts import FRAME_SIZE
+from protocol.layouts import FRAME_SIZE, REQUEST_HEADER_FIXED
 from protocol.messages.types import Api, RequestT, ResponseT
 from protocol.schema import request_codec, response_codec
 
+# The frame's size and a request header's fixed part (protocol.layouts' FRAME_SIZE, REQUEST_HEADER_FIXED).
+_FRAME_AND_HEADER = struct.Struct(">ihhih")
 # A response larger than this is a broken stream, not a response (brokers cap theirs far lower).
 MAX_RESPONSE_BYTES = 1 << 30
 
@@ -135,6 +138,12 @@ class KafkaConnection:
         self._reauth = sasl_client.ReauthSchedule(clock)
         self._reauth_task: asyncio.Task[None] | None = None
         self._auth_timeout = 10.0
+        self._client_id_bytes = client_id.encode()
+        self._header_tails: dict[tuple[int, int], bytes] = {}  # (api key, version) -> header after its fixed part
+        # send_within's requests awaiting an answer and their deadlines (loop time), and its one timer.
+        self._deadlines: collections.deque[tuple[float, asyncio.Future[memoryview]]] = collections.deque()
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._deadline_timer_at = 0.0
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str = "minibroker-tool", timeout: float = 10,
@@ -216,6 +225,70 @@ class KafkaConnection:
             await self._reauthenticated()
         return await self._send_now(api_key, version, body, expect_response)
 
+    def send_within(self, api_key: int, version: int, body: bytes, timeout: float) -> asyncio.Future[memoryview]:
+        """`send_raw`, its response awaited within `timeout` seconds, else TimeoutError (the connection
+        is then the caller's to close): the replica fetcher's every round of replication.
+
+        Written at once and answered through a plain future, where a coroutine under
+        `asyncio.timeout` cost two coroutine frames, a Timeout object and a timer handle per
+        request: one timer serves every request's deadline here (_check_deadlines), re-armed only
+        when it fires, about once a timeout while answers come in time. What is awaited is the
+        response, not the socket's write buffer draining: it cannot arrive before its request is
+        written. A re-authentication due or running takes the general path, as a task under
+        asyncio.timeout."""
+        if self._reauth_task is not None or self._reauth.due():
+            return asyncio.ensure_future(self._send_within_slowly(api_key, version, body, timeout))
+        proto = self._protocol
+        if proto is None or proto.transport is None or self._closed_exc is not None:
+            raise ConnectionError(f"connection to {self.host}:{self.port} is closed") from self._closed_exc
+        correlation_id = next(self._ids) & 0x7FFFFFFF
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[memoryview] = loop.create_future()
+        self._pending.append((correlation_id, api_key, version, fut))
+        tail = self._header_tails.get((api_key, version))
+        if tail is None:
+            tail = self._header_tails[(api_key, version)] = self._header(api_key, version, 0)[REQUEST_HEADER_FIXED.size:]
+        proto.transport.write(_FRAME_AND_HEADER.pack(REQUEST_HEADER_FIXED.size + len(tail) + len(body), api_key,
+                                                     version, correlation_id, len(self._client_id_bytes))
+                              + tail + body)
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][1].done():
+            deadlines.popleft()
+        when = loop.time() + timeout
+        deadlines.append((when, fut))
+        if self._deadline_timer is None or when < self._deadline_timer_at:
+            self._arm_deadline_timer(loop, when)
+        return fut
+
+    def _arm_deadline_timer(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_timer = loop.call_at(when, self._check_deadlines)
+        self._deadline_timer_at = when
+
+    async def _send_within_slowly(self, api_key: int, version: int, body: bytes, timeout: float) -> memoryview:
+        async with asyncio.timeout(timeout):
+            raw = await self.send_raw(api_key, version, body)
+        assert raw is not None
+        return raw
+
+    def _check_deadlines(self) -> None:
+        """send_within's timer: times out what is past its deadline, and re-arms for the earliest left."""
+        self._deadline_timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        left: collections.deque[tuple[float, asyncio.Future[memoryview]]] = collections.deque()
+        for when, fut in self._deadlines:
+            if fut.done():
+                continue
+            if when <= now:
+                fut.set_exception(TimeoutError())
+            else:
+                left.append((when, fut))
+        self._deadlines = left
+        if left:
+            self._arm_deadline_timer(loop, min(when for when, _ in left))
+
     async def _send_now(self, api_key: int, version: int, body: bytes,
                         expect_response: bool = True) -> memoryview | None:
         proto = self._protocol
@@ -271,6 +344,10 @@ class KafkaConnection:
     def _fail(self, exc: BaseException) -> None:
         if self._closed_exc is None:
             self._closed_exc = exc
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
+        self._deadlines.clear()
         while self._pending:
             *_, fut = self._pending.popleft()
             if not fut.done():
