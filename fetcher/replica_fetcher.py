@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+import struct
 import time
 from dataclasses import dataclass
-from typing import Any, NotRequired, Protocol, cast
+from typing import Protocol
 
 import structlog
 
@@ -33,9 +34,8 @@ from fetcher.security import PLAINTEXT, ClientSecurity
 from fetcher.truncation import truncation_for
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from protocol.fast import decode_fetch_response, encode_fetch_request_v3
+from protocol.fast import FetchPartitionV3, decode_fetch_response_v3_partitions
 from protocol.messages import types as T
-from protocol.messages.types import FetchRequest, FetchRequestTopic, FetchResponse
 
 log = structlog.get_logger()
 
@@ -45,6 +45,7 @@ TP = tuple[str, int]
 
 class ReplicaSink(Protocol):
     def log_end_offset(self, tp: TP) -> int | None: ...
+    def log_end_offsets(self, tps: list[TP]) -> list[int | None]: ...  # log_end_offset of each, in one call
     def append(self, tp: TP, records: bytes | memoryview, leader_hw: int) -> int: ...
     def truncate_to(self, tp: TP, offset: int) -> None: ...
     def restart_at(self, tp: TP, offset: int) -> None: ...
@@ -61,6 +62,7 @@ class FetchThrottle(Protocol):
     `leave_out(tp)` is only ever true of a partition `limited(tp)` (throttled and out of sync),
     and is asked only of those."""
 
+    def any_throttled(self) -> bool: ...  # false: no partition is throttled, so none is limited
     def leave_out(self, tp: TP) -> bool: ...
     def limited(self, tp: TP) -> bool: ...
     def budget(self) -> float: ...
@@ -73,11 +75,24 @@ class FetchThrottle(Protocol):
 MIN_THROTTLED_FETCH = 16 * 1024
 THROTTLE_POLL_S = 0.05
 
+# Fetch v3 request (protocol.fast.encode_fetch_request_v3): replica_id, max_wait_ms, min_bytes,
+# max_bytes, topic count; per topic its name (int16 length) and partition count; per partition
+# its index, fetch offset and partition_max_bytes.
+_REQUEST_HEAD = struct.Struct(">iiiii")
+_NAME_LENGTH = struct.Struct(">h")
+_COUNT = struct.Struct(">i")
+_PARTITION = struct.Struct(">iqi")
 
-class PlannedFetch(FetchRequest):
-    """A Fetch request and the follower-quota bytes it reserved, to be popped before sending."""
 
-    _reserved: NotRequired[int]
+@dataclass(slots=True)
+class FetchPlan:
+    """One Fetch v3 request as planned: its encoded body, and what the response is checked against."""
+
+    body: bytes
+    max_wait_ms: int
+    # tp -> fetch offset, in request order (the partitions left out for want of budget are not here).
+    asked: dict[TP, int]
+    reserved: int = 0  # follower-quota bytes reserved for it, released once it is answered
 
 
 @dataclass
@@ -106,7 +121,12 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._conn: KafkaConnection | None = None
-        self.last_request_order: list[TP] = []
+        self._names: dict[str, bytes] = {}  # topic -> its encoded name, as a request carries it
+        self._last_asked: dict[TP, int] = {}
+        # tp -> (fetch offset, leader high watermark) of the last idle answer taken in at that
+        # offset: the same answer again changes nothing (see _handle). Dropped whenever anything
+        # else happens to the partition here (an append, an error, a truncation, add or remove).
+        self._idle: dict[TP, tuple[int, int]] = {}
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -124,65 +144,94 @@ class ReplicaFetcher:
     def add(self, tp: TP) -> None:
         self.partitions[tp] = 0.0
         self.truncating.add(tp)
+        self._idle.pop(tp, None)
         self._wake.set()
 
     def remove(self, tp: TP) -> None:
         self.partitions.pop(tp, None)
         self.truncating.discard(tp)
+        self._idle.pop(tp, None)
 
-    def build_request(self, now: float) -> PlannedFetch | None:
-        ready = [tp for tp, not_before in self.partitions.items() if not_before <= now and tp not in self.truncating]
+    def build_request(self, now: float) -> FetchPlan | None:
+        truncating = self.truncating
+        ready = [tp for tp, not_before in self.partitions.items()
+                 if not_before <= now and not (truncating and tp in truncating)]
         self._throttled_out = False
         # Throttled partitions out of sync, asked once each per request (most partitions of a
         # follower are neither, and were asked three times: leave_out, then limited again).
         limited: set[TP] = set()
-        if self.throttle is not None:
-            throttle = self.throttle
+        throttle = self.throttle
+        if throttle is not None and throttle.any_throttled():
             limited = {tp for tp in ready if throttle.limited(tp)}
             if limited:
                 kept = [tp for tp in ready if tp not in limited or not throttle.leave_out(tp)]
                 self._throttled_out = len(kept) < len(ready)
                 ready = kept
-        wanted = []
-        for tp in ready:
-            offset = self.sink.log_end_offset(tp)
-            if offset is not None:
-                wanted.append((tp, offset))
+        wanted = [(tp, offset) for tp, offset in zip(ready, self.sink.log_end_offsets(ready), strict=True)
+                  if offset is not None]
         if not wanted:
             return None
         self.rng.shuffle(wanted)
-        self.last_request_order = [tp for tp, _ in wanted]
-        topics: list[FetchRequestTopic] = []
         # Throttled, lagging partitions share what is left of the follower budget, in the
         # shuffled order; once it is spent they wait for the next request.
-        budget = self.throttle.budget() if self.throttle is not None else float("inf")
+        budget = throttle.budget() if throttle is not None and limited else float("inf")
         reserved = 0
         # Fetch v3 groups partitions under topics; keep the shuffled order, opening a new
-        # topic block whenever the topic changes (a topic may appear more than once).
-        for (topic, p), offset in wanted:
-            max_bytes = self.settings.partition_max_bytes
-            if self.throttle is not None and (topic, p) in limited:
+        # topic block whenever the topic changes (a topic may appear more than once). Encoded
+        # here as it is planned (protocol.fast.encode_fetch_request_v3's bytes, which the tests
+        # hold it to), with each topic's name encoded once per fetcher.
+        partition_max_bytes = self.settings.partition_max_bytes
+        pack = _PARTITION.pack
+        names = self._names
+        asked: dict[TP, int] = {}
+        topics = bytearray()
+        n_topics = count = 0
+        count_at = -1
+        current = None
+        for tp, offset in wanted:
+            topic = tp[0]
+            max_bytes = partition_max_bytes
+            if limited and tp in limited:
                 if budget < min(max_bytes, MIN_THROTTLED_FETCH):
                     self._throttled_out = True
                     continue
                 max_bytes = int(min(max_bytes, budget))
                 budget -= max_bytes
                 reserved += max_bytes
-            if not topics or topics[-1]["topic"] != topic:
-                topics.append({"topic": topic, "partitions": []})
-            topics[-1]["partitions"].append({"partition": p, "fetch_offset": offset,
-                                             "partition_max_bytes": max_bytes})
-        if not topics:
+            if topic != current:
+                if count_at >= 0:
+                    _COUNT.pack_into(topics, count_at, count)
+                name = names.get(topic)
+                if name is None:
+                    encoded = topic.encode()
+                    name = names[topic] = _NAME_LENGTH.pack(len(encoded)) + encoded
+                topics += name
+                count_at = len(topics)
+                topics += b"\0\0\0\0"
+                n_topics += 1
+                count = 0
+                current = topic
+            topics += pack(tp[1], offset, max_bytes)
+            count += 1
+            asked[tp] = offset
+        if not asked:
             return None
-        if reserved and self.throttle is not None:
-            self.throttle.reserve(reserved)
+        _COUNT.pack_into(topics, count_at, count)
+        if reserved and throttle is not None:
+            throttle.reserve(reserved)
         s = self.settings
         # Throttled partitions left out for want of budget get it back within THROTTLE_POLL_S;
         # a request of only in-sync, idle partitions must not park them for a whole
         # replica.fetch.wait.max.ms (it did, at the tail of every throttled catch-up).
         max_wait = min(s.max_wait_ms, int(THROTTLE_POLL_S * 1000)) if self._throttled_out else s.max_wait_ms
-        return {"replica_id": s.replica_id, "max_wait_ms": max_wait, "min_bytes": s.min_bytes,
-                "max_bytes": s.response_max_bytes, "topics": topics, "_reserved": reserved}
+        body = _REQUEST_HEAD.pack(s.replica_id, max_wait, s.min_bytes, s.response_max_bytes, n_topics) + topics
+        self._last_asked = asked
+        return FetchPlan(body, max_wait, asked, reserved)
+
+    @property
+    def last_request_order(self) -> list[TP]:
+        """The partitions of the last request built, in its (randomised) order."""
+        return list(self._last_asked)
 
     async def _connection(self) -> KafkaConnection:
         if self._conn is None:
@@ -202,8 +251,8 @@ class ReplicaFetcher:
                 continue
             if self.truncating:
                 await self._truncate_all()
-            request = self.build_request(time.monotonic())
-            if request is None:
+            plan = self.build_request(time.monotonic())
+            if plan is None:
                 # Every partition is left out (throttled or backing off): wait, as Kafka does,
                 # but only briefly when the throttle is the reason: its budget refills
                 # continuously, and a whole back-off would leave a tenth of the quota unused.
@@ -214,10 +263,12 @@ class ReplicaFetcher:
                 except TimeoutError:
                     pass
                 continue
-            reserved = request.pop("_reserved", 0)
+            reserved = plan.reserved
             try:
-                conn = await self._connection()
-                response = await self._fetch(conn, request)
+                conn = self._conn or await self._connection()
+                # Record sets stay zero-copy slices of the response frame all the way to the log write.
+                raw = await conn.send_within(FETCH, 3, plan.body, plan.max_wait_ms / 1000 + 30)
+                response = decode_fetch_response_v3_partitions(raw)
             except asyncio.CancelledError:
                 if reserved and self.throttle is not None:
                     self.throttle.release(reserved)
@@ -232,45 +283,68 @@ class ReplicaFetcher:
                 await asyncio.sleep(backoff)
                 continue
             try:
-                await self._handle(conn, request, response)
+                if self._handle(plan, response):
+                    await self._handle_out_of_range(conn, plan, response)
             finally:
                 if reserved and self.throttle is not None:
                     self.throttle.release(reserved)
 
-    async def _fetch(self, conn: KafkaConnection, request: FetchRequest) -> FetchResponse:
-        # Record sets stay zero-copy slices of the response frame all the way to the log write.
-        # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the call in a task of its
-        # own, a task and two loop turns more on every round of replication.
-        async with asyncio.timeout(request["max_wait_ms"] / 1000 + 30):
-            raw = await conn.send_raw(FETCH, 3, encode_fetch_request_v3(cast(dict[str, Any], request)))
-        assert raw is not None
-        # protocol.fast builds the dict FetchResponse describes (the tests hold it to the schema codec).
-        return cast(FetchResponse, decode_fetch_response(raw, 3))
+    def _handle(self, plan: FetchPlan, response: list[FetchPartitionV3]) -> bool:
+        """Appends what came and takes in the leader's high watermarks; true if a partition is
+        OFFSET_OUT_OF_RANGE (for _handle_out_of_range, which talks to the leader)."""
+        asked = plan.asked
+        partitions, truncating, sink = self.partitions, self.truncating, self.sink
+        idle = self._idle
+        out_of_range = False
+        for topic, index, code, hw, records in response:
+            tp = (topic, index)
+            offset = asked.get(tp)
+            if offset is None or tp not in partitions or (truncating and tp in truncating):
+                continue  # not asked, or removed or moved while the request was in flight
+            if code == 0 and not records:
+                # An idle partition: only the leader's high watermark is news, and none when it
+                # is the one already taken in at this log end (most partitions of most rounds).
+                if idle.get(tp) == (offset, hw):
+                    continue
+                if sink.log_end_offset(tp) != offset:
+                    continue
+                try:
+                    sink.append(tp, b"", hw)
+                except Exception as e:
+                    idle.pop(tp, None)
+                    log.error("fetcher.append_failed", topic=topic, partition=index, error=str(e))
+                    partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
+                    continue
+                idle[tp] = (offset, hw)
+                continue
+            idle.pop(tp, None)
+            if sink.log_end_offset(tp) != offset:
+                continue  # moved while the request was in flight
+            if code == ErrorCode.NONE:
+                try:
+                    appended = sink.append(tp, records or b"", hw)
+                except Exception as e:
+                    log.error("fetcher.append_failed", topic=topic, partition=index, error=str(e))
+                    partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
+                    continue
+                if self.throttle is not None and appended:
+                    self.throttle.record(tp, appended)
+            elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                out_of_range = True
+            else:
+                log.info("fetcher.partition_error", topic=topic, partition=index, error=ErrorCode(code).name)
+                partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
+        return out_of_range
 
-    async def _handle(self, conn: KafkaConnection, request: FetchRequest, response: FetchResponse) -> None:
-        asked = {(t["topic"], p["partition"]): p["fetch_offset"] for t in request["topics"] for p in t["partitions"]}
-        for t in response["responses"]:
-            for p in t["partitions"]:
-                tp = (t["topic"], p["partition_index"])
-                if (tp not in self.partitions or tp in self.truncating
-                        or self.sink.log_end_offset(tp) != asked.get(tp)):
-                    continue  # removed or moved while the request was in flight
-                code = p["error_code"]
-                if code == ErrorCode.NONE:
-                    records = p["records"] or b""
-                    try:
-                        appended = self.sink.append(tp, records, p["high_watermark"])
-                    except Exception as e:
-                        log.error("fetcher.append_failed", topic=tp[0], partition=tp[1], error=str(e))
-                        self.partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
-                        continue
-                    if self.throttle is not None and appended:
-                        self.throttle.record(tp, appended)
-                elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    await self._out_of_range(conn, tp)
-                else:
-                    log.info("fetcher.partition_error", topic=tp[0], partition=tp[1], error=ErrorCode(code).name)
-                    self.partitions[tp] = time.monotonic() + self.settings.backoff_ms / 1000
+    async def _handle_out_of_range(self, conn: KafkaConnection, plan: FetchPlan,
+                                   response: list[FetchPartitionV3]) -> None:
+        for topic, index, code, _, _ in response:
+            tp = (topic, index)
+            if code != ErrorCode.OFFSET_OUT_OF_RANGE or tp not in self.partitions or tp in self.truncating:
+                continue
+            if self.sink.log_end_offset(tp) != plan.asked.get(tp):
+                continue  # moved while the request was in flight (or by an earlier recovery)
+            await self._out_of_range(conn, tp)
 
     async def _out_of_range(self, conn: KafkaConnection, tp: TP) -> None:
         async def offset(ts: int) -> int:
@@ -282,6 +356,7 @@ class ReplicaFetcher:
                 raise RuntimeError(ErrorCode(part["error_code"]).name)
             return part["offset"]
 
+        self._idle.pop(tp, None)
         try:
             leader_end = await offset(-1)
             mine = self.sink.log_end_offset(tp)
@@ -360,6 +435,7 @@ class ReplicaFetcher:
         # Otherwise the next round asks again, with the latest epoch left after this cut (KIP-279).
 
     def _cut(self, tp: TP, offset: int, reason: str) -> None:
+        self._idle.pop(tp, None)
         leo = self.sink.log_end_offset(tp)
         if leo is not None and offset < leo:
             log.info("fetcher.truncating", topic=tp[0], partition=tp[1], to=offset, log_end_offset=leo, reason=reason)

@@ -46,11 +46,17 @@ class FetcherManager:
         return self.replicas.get(*tp)
 
     def log_end_offset(self, tp: TP) -> int | None:
-        part = self._part(tp)
-        return None if part is None else part.log_end_offset
+        part = self.replicas.partitions.get(tp)
+        return None if part is None else part.log.log_end_offset
+
+    def log_end_offsets(self, tps: list[TP]) -> list[int | None]:
+        # One call for a whole request's partitions: a replica fetcher asks this of every
+        # partition it fetches, every round of replication.
+        get = self.replicas.partitions.get
+        return [None if (part := get(tp)) is None else part.log.log_end_offset for tp in tps]
 
     def append(self, tp: TP, records: bytes | memoryview, leader_hw: int) -> int:
-        part = self._part(tp)
+        part = self.replicas.partitions.get(tp)
         if part is None:
             return 0
         n = self.replicas.append_as_follower(part, records, leader_hw)

@@ -87,6 +87,10 @@ class ReplicationThrottles:
 
     # ---- follower side (fetcher.replica_fetcher.FetchThrottle) -----------------------
 
+    def any_throttled(self) -> bool:
+        """Whether any partition is on the follower's throttled list (else none is `limited`)."""
+        return bool(self.follower.throttled)
+
     def leave_out(self, tp: TP) -> bool:
         return self.limited(tp) and self.follower.is_quota_exceeded()
 

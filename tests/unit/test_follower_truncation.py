@@ -74,6 +74,9 @@ class Sink:
     def log_end_offset(self, tp: Any) -> int:  # noqa: ANN401
         return self.leo
 
+    def log_end_offsets(self, tps: list[Any]) -> list[int | None]:
+        return [self.leo for _ in tps]
+
     def truncate_to(self, tp: Any, offset: int) -> None:  # noqa: ANN401
         self.cuts.append(offset)
         self.leo = min(self.leo, offset)

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
-from fetcher.replica_fetcher import MIN_THROTTLED_FETCH, THROTTLE_POLL_S, FetcherSettings, ReplicaFetcher
+from fetcher.replica_fetcher import (
+    MIN_THROTTLED_FETCH,
+    THROTTLE_POLL_S,
+    FetcherSettings,
+    FetchPlan,
+    ReplicaFetcher,
+)
+from protocol.api_keys import ApiKey
+from protocol.schema import request_codec
 
 
 class Sink:
     def log_end_offset(self, tp: tuple[str, int]) -> int:
         return 0
+
+    def log_end_offsets(self, tps: list[tuple[str, int]]) -> list[int | None]:
+        return [0 for _ in tps]
 
 
 class Throttle:
@@ -17,6 +29,9 @@ class Throttle:
 
     def __init__(self, budget: float, lagging: set[tuple[str, int]], exceeded: bool = False) -> None:
         self._budget, self.lagging, self.exceeded, self.reserved = budget, lagging, exceeded, 0
+
+    def any_throttled(self) -> bool:
+        return bool(self.lagging)
 
     def leave_out(self, tp: tuple[str, int]) -> bool:
         return tp in self.lagging and self.exceeded
@@ -42,14 +57,21 @@ def fetcher(throttle: Throttle) -> ReplicaFetcher:
     return f
 
 
-def asked(request: dict) -> dict[tuple[str, int], int]:
+def decoded(plan: FetchPlan | None) -> dict[str, Any]:
+    """The request as it goes on the wire, read back by the schema codec."""
+    assert plan is not None
+    return request_codec(ApiKey.FETCH, 3).decode(plan.body)
+
+
+def asked(plan: FetchPlan | None) -> dict[tuple[str, int], int]:
+    request = decoded(plan)
     return {(t["topic"], p["partition"]): p["partition_max_bytes"] for t in request["topics"] for p in t["partitions"]}
 
 
 def test_with_budget_every_partition_is_asked_and_the_request_long_polls() -> None:
     req = fetcher(Throttle(10 << 20, {("t", 0), ("t", 1)})).build_request(now=1.0)
     assert set(asked(req)) == {("t", 0), ("t", 1), ("t", 2)}
-    assert req["max_wait_ms"] == 500
+    assert decoded(req)["max_wait_ms"] == 500
 
 
 def test_left_out_throttled_partitions_do_not_wait_a_whole_long_poll() -> None:
@@ -58,7 +80,7 @@ def test_left_out_throttled_partitions_do_not_wait_a_whole_long_poll() -> None:
     f = fetcher(Throttle(0, {("t", 0), ("t", 1)}, exceeded=True))
     req = f.build_request(now=1.0)
     assert set(asked(req)) == {("t", 2)}
-    assert req["max_wait_ms"] == int(THROTTLE_POLL_S * 1000)
+    assert decoded(req)["max_wait_ms"] == int(THROTTLE_POLL_S * 1000)
 
 
 def test_budget_is_shared_out_and_crumbs_are_not_asked_for() -> None:
@@ -68,4 +90,4 @@ def test_budget_is_shared_out_and_crumbs_are_not_asked_for() -> None:
     throttled = {tp: n for tp, n in sizes.items() if tp in throttle.lagging}
     assert len(throttled) == 1 and sum(throttled.values()) == MIN_THROTTLED_FETCH + 100  # the rest is a crumb
     assert throttle.reserved == MIN_THROTTLED_FETCH + 100
-    assert req["max_wait_ms"] == int(THROTTLE_POLL_S * 1000)
+    assert decoded(req)["max_wait_ms"] == int(THROTTLE_POLL_S * 1000)
