@@ -35,23 +35,30 @@ from protocol.schema import request_codec, response_codec
 
 # The frame's size and a request header's fixed part (protocol.layouts' FRAME_SIZE, REQUEST_HEADER_FIXED).
 _FRAME_AND_HEADER = struct.Struct(">ihhih")
+# What one read takes in before a response's own buffer is known: a replica fetcher's usual
+# response whole, the start of a large one.
+_SCRATCH_BYTES = 64 * 1024
 # A response larger than this is a broken stream, not a response (brokers cap theirs far lower).
 MAX_RESPONSE_BYTES = 1 << 30
 
 
 class _FrameProtocol(asyncio.BufferedProtocol):
-    """Reads each response straight into a buffer of its own size: one copy, kernel to frame.
+    """Reads responses into a scratch buffer, and each into a buffer of its own size.
 
     A 10 MB fetch response through a StreamReader is copied into its buffer, sliced out and
-    shifted down; here the 4-byte size is read first, then the body lands in its final
-    bytearray, and record bytes stay slices of it all the way to the log write.
+    shifted down; here whatever part of a response the first read brings is copied once into
+    the response's final bytearray and the rest lands there straight from the kernel, so record
+    bytes stay slices of it all the way to the log write. A small response (a replica fetcher's
+    usual one) comes whole in one read: reading the 4-byte size first and then the body took
+    three reads and three trips through get_buffer for each.
     """
 
     def __init__(self, conn: KafkaConnection) -> None:
         self.conn = conn
         self.transport: asyncio.Transport | None = None
-        self._head = bytearray(4)
-        self._body: bytearray | memoryview | None = None
+        self._scratch = bytearray(_SCRATCH_BYTES)
+        self._have = 0  # bytes at the start of _scratch not yet taken (part of a frame's size)
+        self._body: memoryview | None = None  # the frame being read past the scratch, if any
         self._spare: bytearray | None = None
         self._pos = 0
         self._writable = asyncio.Event()
@@ -63,25 +70,44 @@ class _FrameProtocol(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._body is None:
-            return memoryview(self._head)[self._pos:]
-        return memoryview(self._body)[self._pos:]
+            return memoryview(self._scratch)[self._have:]
+        return self._body[self._pos:]
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._pos += nbytes
-        if self._body is None:
-            if self._pos < 4:
-                return
-            (size,) = FRAME_SIZE.unpack(self._head)
+        body = self._body
+        if body is not None:
+            self._pos += nbytes
+            if self._pos == len(body):
+                self._body, self._pos = None, 0
+                self.conn._on_frame(body)
+            return
+        have = self._have + nbytes
+        scratch = self._scratch
+        pos = 0
+        while have - pos >= 4:
+            (size,) = FRAME_SIZE.unpack_from(scratch, pos)
             if not 4 <= size <= MAX_RESPONSE_BYTES:
                 self.conn._fail(ProtocolError(f"response size {size} is out of range"))
                 if self.transport is not None:
                     self.transport.abort()
                 return
-            self._body, self._pos = self._frame_buffer(size), 0
-            return
-        if self._pos == len(self._body):
-            body, self._body, self._pos = self._body, None, 0
-            self.conn._on_frame(body)
+            start = pos + 4
+            frame = memoryview(self._frame_buffer(size))
+            if have - start < size:
+                # The rest of this response is read straight into its buffer.
+                frame[:have - start] = memoryview(scratch)[start:have]
+                self._body, self._pos = frame, have - start
+                self._have = 0
+                return
+            frame[:] = memoryview(scratch)[start:start + size]
+            pos = start + size
+            self.conn._on_frame(frame)
+            if self.conn._closed_exc is not None:
+                return
+        left = have - pos
+        if left:
+            scratch[:left] = scratch[pos:have]
+        self._have = left
 
     def _frame_buffer(self, size: int) -> bytearray | memoryview:
         """A fresh buffer, or for a fetch response on a reusing connection the recycled one.
