@@ -356,9 +356,16 @@ class ProducerStates:
 
     def replicate(self, batches: Iterable[ProducerBatch], end_offset: int) -> None:
         """Batches appended without checks (follower fetch, log rebuild): update the table."""
-        append = ProducerAppend(self, client=False)
+        append: ProducerAppend | None = None
         for b in batches:
+            if append is None:
+                append = ProducerAppend(self, client=False)
             append.add_batch(b)
+        if append is None:
+            # No batch with a producer id (a plain producer's, every round of a follower's
+            # replication): only the map end moves, as commit would move it.
+            self.map_end_offset = max(self.map_end_offset, end_offset)
+            return
         self.commit(append, end_offset)
 
     # ---- expiry ---------------------------------------------------------------------------

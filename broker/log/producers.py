@@ -140,7 +140,8 @@ class PartitionProducers:
 
     def after_append(self) -> None:
         """A roll since the last append: snapshot, so a restart reads only the log after it."""
-        base = self.log.segments[-1].base_offset
+        active = self.log.active_segment  # the last segment, without `segments`' copy of the list
+        base = active.base_offset if active is not None else self._active_base
         if base != self._active_base:
             self._active_base = base
             self.take_snapshot()
