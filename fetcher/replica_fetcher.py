@@ -167,11 +167,10 @@ class ReplicaFetcher:
                 kept = [tp for tp in ready if tp not in limited or not throttle.leave_out(tp)]
                 self._throttled_out = len(kept) < len(ready)
                 ready = kept
-        wanted = [(tp, offset) for tp, offset in zip(ready, self.sink.log_end_offsets(ready), strict=True)
-                  if offset is not None]
-        if not wanted:
+        if not ready:
             return None
-        self.rng.shuffle(wanted)
+        self.rng.shuffle(ready)  # a list of its own, built above
+        offsets = self.sink.log_end_offsets(ready)
         # Throttled, lagging partitions share what is left of the follower budget, in the
         # shuffled order; once it is spent they wait for the next request.
         budget = throttle.budget() if throttle is not None and limited else float("inf")
@@ -188,7 +187,9 @@ class ReplicaFetcher:
         n_topics = count = 0
         count_at = -1
         current = None
-        for tp, offset in wanted:
+        for tp, offset in zip(ready, offsets, strict=True):
+            if offset is None:
+                continue  # no longer hosted here
             topic = tp[0]
             max_bytes = partition_max_bytes
             if limited and tp in limited:
