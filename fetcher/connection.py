@@ -63,7 +63,9 @@ class _FrameProtocol(asyncio.BufferedProtocol):
         self._pos = 0
         self._writable = asyncio.Event()
         self._writable.set()
-        self.closed = asyncio.get_running_loop().create_future()
+        # Its loop, looked up once: asyncio.get_running_loop() makes a getpid system call each time.
+        self.loop = asyncio.get_running_loop()
+        self.closed = self.loop.create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # create_connection makes a stream transport
@@ -268,7 +270,7 @@ class KafkaConnection:
         if proto is None or proto.transport is None or self._closed_exc is not None:
             raise ConnectionError(f"connection to {self.host}:{self.port} is closed") from self._closed_exc
         correlation_id = next(self._ids) & 0x7FFFFFFF
-        loop = asyncio.get_running_loop()
+        loop = proto.loop
         fut: asyncio.Future[memoryview] = loop.create_future()
         self._pending.append((correlation_id, api_key, version, fut))
         tail = self._header_tails.get((api_key, version))
