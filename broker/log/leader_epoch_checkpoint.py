@@ -120,6 +120,19 @@ def scan_log(plog: Log) -> Iterator[tuple[int, int]]:
             pos += stop
 
 
+def take_recovered_epochs(cache: LeaderEpochCache, runs: Iterable[tuple[int, int]]) -> bool:
+    """Kafka's LogSegment.recover: each run of the recovered batches whose epoch is newer than the
+    cache's latest is assigned (an entry the checkpoint lacks because a crash came before it was
+    written). Older epochs are left alone: the checkpoint, written before them, knows them better
+    (a run of a compacted or truncated log may start later than its epoch did). True if changed."""
+    changed = False
+    for epoch, base in runs:
+        latest = cache.latest_epoch
+        if latest is None or epoch > latest:
+            changed = cache.assign(epoch, base) or changed
+    return changed
+
+
 class DeferredSyncs:
     """Checkpoint files renamed into place whose fsyncs (the file, its directory) are still due."""
 
@@ -242,6 +255,9 @@ class LeaderEpochFile:
                 entries = [EpochEntry(e, s) for e, s in scan_log(plog)]
             cache = LeaderEpochCache(entries)
             changed = cache.truncate_from_end(plog.log_end_offset)
+            if not rebuilt:
+                changed = take_recovered_epochs(cache, plog.recovered_epochs or ()) or changed
+            plog.recovered_epochs = None  # read once
             changed = cache.truncate_from_start(plog.log_start_offset) or changed
             epochs = cls(plog.directory, cache, deferred)
             if rebuilt and not len(cache) and not path.exists() and plog.log_end_offset == plog.log_start_offset:

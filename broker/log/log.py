@@ -153,6 +153,10 @@ class Log:
         # what the partition's other files load from without listing it again.
         self.names_at_open: list[str] | None = None
         self.opened_clean = False  # `open` found it closed cleanly (its indexes trusted)
+        # (epoch, base offset) of each run of one leader epoch's batches in the segments `open`
+        # recovered, in order (None: it recovered none). The leader-epoch file takes the epochs
+        # newer than its own from them (Kafka's LogSegment.recover; see leader_epoch_checkpoint).
+        self.recovered_epochs: list[tuple[int, int]] | None = None
 
     # ---- opening and recovery --------------------------------------------------------
 
@@ -260,7 +264,9 @@ class Log:
                 if last:
                     next_offset = seg.next_offset_from_index()
                 continue
-            truncated, next_offset = seg.recover()
+            if self.recovered_epochs is None:
+                self.recovered_epochs = []
+            truncated, next_offset = seg.recover(epochs=self.recovered_epochs)
             self._unflushed.add(seg)
             if not last and not truncated:
                 seg.write_indexes()  # trusted at the next open as an inactive segment

@@ -127,3 +127,49 @@ def test_epoch_runs_reads_heads_only() -> None:
     assert epoch_runs(cut) == ([(4, 0)], len(batch(0, 2, 4)))
     runs, stop = epoch_runs(data[:30])
     assert runs == [(4, 0)] and stop == len(batch(0, 2, 4))
+
+
+def test_an_unclean_open_takes_newer_epochs_from_the_recovered_batches(tmp_path: Path) -> None:
+    """Kafka's LogSegment.recover: a crash after a new epoch's batches reached the log but before
+    its entry reached the checkpoint (the entry is written later, off the event loop) leaves the
+    file without it; the open after the crash recovers the last segment and assigns it from there."""
+    plog = Log.open(tmp_path / "t-0")
+    epochs = LeaderEpochFile.open(plog)
+    epochs.assign(1, 0)
+    append(plog, batch(0, 2, 1), 2)
+    append(plog, batch(2, 3, 4), 3)  # epoch 4's batches, its entry not written yet
+    append(plog, batch(5, 1, 4), 1)
+    append(plog, batch(6, 2, 7), 2)
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n1\n1 0\n"
+    plog.abandon()  # the crash: no clean-shutdown marker
+    reopened = Log.open(tmp_path / "t-0")
+    again = LeaderEpochFile.open(reopened)
+    assert again.cache.entries == [EpochEntry(1, 0), EpochEntry(4, 2), EpochEntry(7, 6)]
+    assert parse((tmp_path / "t-0" / FILENAME).read_text()) == again.cache.entries
+    assert reopened.recovered_epochs is None  # read once
+    assert again.end_offset_for(1, reopened.log_end_offset) == (1, 2)
+
+
+def test_recovered_batches_of_older_epochs_leave_the_checkpoint_alone(tmp_path: Path) -> None:
+    """Only epochs newer than the checkpoint's latest are taken, as Kafka's recovery does: the
+    file's entries for the older ones stand (a truncated or compacted log's first batch of an epoch
+    may lie after where the epoch started)."""
+    plog = Log.open(tmp_path / "t-0")
+    append(plog, batch(0, 2, 1), 2)
+    append(plog, batch(2, 2, 3), 2)
+    append(plog, batch(4, 2, 5), 2)
+    (tmp_path / "t-0" / FILENAME).write_text(render([(1, 0), (3, 1), (5, 4)]))
+    plog.abandon()
+    again = LeaderEpochFile.open(Log.open(tmp_path / "t-0"))
+    assert again.cache.entries == [EpochEntry(1, 0), EpochEntry(3, 1), EpochEntry(5, 4)]
+
+
+def test_a_clean_open_recovers_nothing_and_reads_the_file_only(tmp_path: Path) -> None:
+    plog = Log.open(tmp_path / "t-0")
+    append(plog, batch(0, 2, 1), 2)
+    append(plog, batch(2, 2, 4), 2)
+    (tmp_path / "t-0" / FILENAME).write_text(render([(1, 0)]))
+    plog.close()
+    reopened = Log.open(tmp_path / "t-0")
+    assert reopened.recovered_epochs is None
+    assert LeaderEpochFile.open(reopened).cache.entries == [EpochEntry(1, 0)]
