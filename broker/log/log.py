@@ -157,6 +157,9 @@ class Log:
         # recovered, in order (None: it recovered none). The leader-epoch file takes the epochs
         # newer than its own from them (Kafka's LogSegment.recover; see leader_epoch_checkpoint).
         self.recovered_epochs: list[tuple[int, int]] | None = None
+        # Called before a roll seals the active segment: the leader-epoch file writes entries still
+        # due to its worker threads, as recovery re-reads only the last segment for them.
+        self.before_roll: Callable[[], None] | None = None
 
     # ---- opening and recovery --------------------------------------------------------
 
@@ -451,6 +454,8 @@ class Log:
                        pinned=pinned, names=names, pending=self.index_files)
 
     def _roll(self) -> Segment:
+        if self.before_roll is not None:
+            self.before_roll()
         old = self._segments[-1]
         # Kafka's onBecomeInactiveSegment: the old segment's time index ends with its maximum, and
         # both its indexes go to disk whole (a sealed segment's are trusted at the next open).

@@ -720,8 +720,11 @@ class ReplicaManager:
         try:
             # Kafka's makeLeader: this epoch's messages start at our log end (KIP-279: also when
             # the epoch is not new to us, so a follower asking for it gets our log end).
-            part.epochs.assign(leader_epoch, part.log_end_offset)
-            part.epochs.flush_if_dirty()  # the open's own changes, when the epoch was not new
+            # Written by sync_epochs' threads before the LeaderAndIsr is answered, not here on the
+            # loop (10,000 files at a restart; broker.log.leader_epoch_checkpoint says why a crash
+            # before then loses nothing).
+            part.epochs.assign(leader_epoch, part.log_end_offset, later=True)
+            part.epochs.flush_if_dirty(later=True)  # the open's own changes, when the epoch was not new
         except KafkaStorageError as e:
             self.fail_dir("leader epoch checkpoint", e)
             raise
@@ -741,7 +744,7 @@ class ReplicaManager:
         part = self._open(topic, index, segment_bytes)
         part.log.settle_now()  # a leader's appends in flight complete (and are answered) first
         try:
-            part.epochs.flush_if_dirty()  # what the open changed (a follower assigns no epoch here)
+            part.epochs.flush_if_dirty(later=True)  # what the open changed (a follower assigns no epoch here)
         except KafkaStorageError as e:
             self.fail_dir("leader epoch checkpoint", e)
             raise
