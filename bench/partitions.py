@@ -187,7 +187,7 @@ class Profile:
         if directory is None:
             return
         directory.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "200", "--format", "raw",
+        self.proc = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "200", "--nonblocking", "--format", "raw",
                                       "--output", str(directory / f"{name}.txt")],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)  # attached before the phase starts

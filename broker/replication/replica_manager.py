@@ -451,7 +451,9 @@ class ReplicaManager:
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def _open(self, topic: str, index: int, segment_bytes: int | None) -> Partition:
+    def _open(self, topic: str, index: int, segment_bytes: int | None, log_open: bool = True) -> Partition:
+        """The partition, its log opened (and created) if it is not yet; `log_open`: an event for a
+        log opened here (a LeaderAndIsr of thousands says how many at its end instead)."""
         part = self.partitions.get((topic, index))
         if part is not None and part.offline:
             raise part.log.failed or KafkaStorageError(self.log_dir, "open", OSError("log dir is offline"))
@@ -478,8 +480,9 @@ class ReplicaManager:
             self._unopened_offline.discard((topic, index))  # out of descriptors before, perhaps
             self._load_failed.discard((topic, index))
             self.partitions[(topic, index)] = part
-            log.info("partition.opened", topic=topic, partition=index, log_end_offset=part.log_end_offset,
-                     high_watermark=part.high_watermark)
+            if log_open:
+                log.info("partition.opened", topic=topic, partition=index, log_end_offset=part.log_end_offset,
+                         high_watermark=part.high_watermark)
         return part
 
     def _open_files(self, topic: str, index: int, directory: Path, segment_bytes: int | None,
@@ -709,8 +712,9 @@ class ReplicaManager:
     # ---- roles (LeaderAndIsr, StopReplica) -------------------------------------------
 
     def become_leader(self, topic: str, index: int, replicas: list[int], leader_epoch: int, isr: list[int],
-                      zk_version: int, controller_epoch: int, min_isr: int, segment_bytes: int | None) -> Partition:
-        part = self._open(topic, index, segment_bytes)
+                      zk_version: int, controller_epoch: int, min_isr: int, segment_bytes: int | None,
+                      log_open: bool = True) -> Partition:
+        part = self._open(topic, index, segment_bytes, log_open)
         part.log.settle_now()  # appends of the previous epoch complete under it
         was_leader = part.leader == self.broker_id
         new_epoch = not was_leader or leader_epoch != part.leader_epoch
@@ -740,8 +744,8 @@ class ReplicaManager:
 
     def become_follower(self, topic: str, index: int, replicas: list[int], leader: int, leader_epoch: int,
                         isr: list[int], zk_version: int, controller_epoch: int,
-                        segment_bytes: int | None) -> Partition:
-        part = self._open(topic, index, segment_bytes)
+                        segment_bytes: int | None, log_open: bool = True) -> Partition:
+        part = self._open(topic, index, segment_bytes, log_open)
         part.log.settle_now()  # a leader's appends in flight complete (and are answered) first
         try:
             part.epochs.flush_if_dirty(later=True)  # what the open changed (a follower assigns no epoch here)

@@ -128,13 +128,13 @@ class PartitionRoles:
             self.fetchers.remove((topic, index))
             min_isr = topic_int(topic, cfg, "min.insync.replicas", self.config.min_insync_replicas)
             part = self.replicas.become_leader(topic, index, replicas, ps["leader_epoch"], ps["isr"], zk_version,
-                                               ps["controller_epoch"], min_isr, segment)
+                                               ps["controller_epoch"], min_isr, segment, log_each)
             self.replicas.set_log_config(part, topic_log_config)
             if log_each:
                 log.info("partition.leader", topic=topic, partition=index, leader_epoch=ps["leader_epoch"])
             return ErrorCode.NONE
         part = self.replicas.become_follower(topic, index, replicas, leader, ps["leader_epoch"], ps["isr"],
-                                             zk_version, ps["controller_epoch"], segment)
+                                             zk_version, ps["controller_epoch"], segment, log_each)
         self.replicas.set_log_config(part, topic_log_config)
         addr = leaders.get(leader)
         info = self.metadata.brokers.get(leader)
