@@ -344,6 +344,7 @@ class LeaderEpochFile:
         """Read (or rebuild) the cache. Without `write`, a change found at open is left for the
         caller's `flush_if_dirty` (a new leader's epoch rewrites the file anyway: one write, not two)."""
         path = plog.directory / FILENAME
+        missing = False  # no file at all (not a corrupt one): no stat more to tell
         try:
             try:
                 # The log's listing at open says whether the file is there: no failed open each.
@@ -355,6 +356,7 @@ class LeaderEpochFile:
                 entries: list[EpochEntry] | None = parse(raw.decode())
             except FileNotFoundError:
                 entries = None
+                missing = True
             except (CorruptCheckpoint, UnicodeDecodeError) as e:
                 log.warning("leader_epochs.corrupt_checkpoint", path=str(path), error=str(e))
                 entries = None
@@ -370,7 +372,7 @@ class LeaderEpochFile:
             epochs = cls(plog.directory, cache, deferred)
             if deferred is not None:
                 plog.before_roll = epochs.write_pending
-            if rebuilt and not len(cache) and not path.exists() and plog.log_end_offset == plog.log_start_offset:
+            if rebuilt and not len(cache) and missing and plog.log_end_offset == plog.log_start_offset:
                 epochs.written = False
                 return epochs  # a new, empty log: no file and an empty cache read the same
             if (rebuilt or changed) and not write:

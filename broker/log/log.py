@@ -255,6 +255,7 @@ class Log:
                 # Empty, no index files (Segment.__init__): what they would say is known.
                 if last:
                     next_offset = base
+                    self._dir_dirty = True  # perhaps made just now (make_new_log_dir): the next flush syncs the entry
                 continue
             if clean and seg.index_existed and seg.time_index_existed:
                 # Kafka's LazyIndex: after a clean shutdown the indexes are read on first use
@@ -917,6 +918,23 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.directory}, start={self.log_start_offset}, end={self._log_end_offset}, "
                 f"segments={len(self._segments)}, bytes={self._size})")
+
+
+def make_new_log_dir(directory: Path) -> bool:
+    """A new partition's directory and its empty first segment file, made ahead of `Log.open` (on
+    a worker thread: a LeaderAndIsr creating thousands of partitions makes them several at once,
+    off the event loop). The open then takes them as a log that never had a byte, which they are.
+    False, touching nothing more, if the directory exists already or anything fails: the open
+    meets it as it always did (an existing log, or a storage error handled there)."""
+    try:
+        os.mkdir(directory)
+    except OSError:
+        return False
+    try:
+        os.close(os.open(directory / f"{segment_name(0)}.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except OSError:
+        return False
+    return True
 
 
 def fsync_dir(directory: Path) -> None:
