@@ -227,15 +227,31 @@ class DeferredSyncs:
         jobs += [Job(path, None) for path in paths if path not in unwritten]
         return jobs
 
-    def done(self, failures: list[tuple[Path, OSError]]) -> None:
-        """On the event loop, after `run`: the files written exist from now on."""
+    def done(self, failures: list[tuple[Path, OSError]]) -> list[tuple[Path, OSError]]:
+        """On the event loop, after `run`: the files written exist from now on. A file changed
+        while its job was in flight (a follower's fetch appending a new epoch during the round) is
+        written here at once, renamed into place as any change of an existing file is (its fsyncs
+        deferred), not left for the next round. The failures of those writes."""
         failed = {path for path, _ in failures}
         in_flight, self._in_flight = self._in_flight, {}
+        errors: list[tuple[Path, OSError]] = []
         for path, epochs in in_flight.items():
             epochs.in_flight = False
             epochs.job = None
-            if path not in failed:
-                epochs.written = True
+            if path in failed:
+                continue
+            epochs.written = True
+            if self._unwritten.get(path) is epochs:
+                del self._unwritten[path]
+                if not path.parent.exists():
+                    continue  # its partition was deleted meanwhile
+                try:
+                    write_atomically(path, render(epochs.cache.entries), sync=False)
+                except OSError as e:
+                    errors.append((path, e))
+                    continue
+                self.add(path)
+        return errors
 
     def write_now(self, epochs: LeaderEpochFile) -> None:
         """On the loop, before the file's log rolls: the file's entries on disk now (renamed into
@@ -285,8 +301,7 @@ class DeferredSyncs:
     def sync(self, threads: int = 16) -> list[tuple[Path, OSError]]:
         """All three steps at once (no event loop: tests, tools)."""
         failures = self.run(self.take(), threads)
-        self.done(failures)
-        return failures
+        return failures + self.done(failures)
 
 
 def _run_job_unsynced(job: Job) -> None:

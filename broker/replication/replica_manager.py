@@ -729,7 +729,7 @@ class ReplicaManager:
         async with self._epoch_sync_lock:  # one round at a time: a file is in one round's jobs only
             jobs = self.epoch_syncs.take()  # rendered here, on the loop that changes the caches
             failures = await asyncio.to_thread(DeferredSyncs.run, jobs)
-            self.epoch_syncs.done(failures)
+            failures += self.epoch_syncs.done(failures)
         for path, error in failures[:1]:
             self.fail_dir("leader epoch checkpoint", KafkaStorageError(path.parent, "leader epoch checkpoint", error))
 

@@ -293,3 +293,19 @@ def test_a_large_round_syncs_the_file_system_once(tmp_path: Path, monkeypatch: p
     assert synced == [tmp_path] and fsyncs == []
     for epochs in files:
         assert epochs.path.read_text() == "0\n1\n3 0\n" and epochs.written
+
+
+def test_a_change_during_the_round_is_written_as_the_round_ends(tmp_path: Path) -> None:
+    """A follower's fetch may append a new epoch while the round that writes its file runs: the
+    file is rewritten as the round ends (on the loop, as any change of an existing file), not
+    left for the next round seconds later."""
+    plog, epochs, syncs = deferred_file(tmp_path)
+    epochs.assign(4, 2, later=True)
+    jobs = syncs.take()
+    epochs.assign_from(batch(2, 1, 6))  # during the round: queued behind the job
+    assert syncs.pending(epochs)
+    failures = DeferredSyncs.run(jobs)
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n4 2\n"  # the round's text
+    assert syncs.done(failures) == []
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n6 2\n"
+    assert not syncs.pending(epochs) and len(syncs) == 1  # its fsyncs, for the next round
