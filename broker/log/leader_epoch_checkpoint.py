@@ -9,13 +9,14 @@ Syncs batched (issue 21): with a `DeferredSyncs`, a change is written and rename
 once but its fsyncs (file, directory) wait in that set; the replica manager runs them together,
 on worker threads, before it answers the LeaderAndIsr that made them, every checkpoint interval
 and at shutdown. Four fsyncs per partition, one after another on the event loop, were two
-thirds of the broker's time creating or restarting 1,000 partitions; a round of thousands of
-files writes them without fsync and syncs the file system once (`DeferredSyncs.run`). A power loss before the
+thirds of the broker's time creating or restarting 1,000 partitions. A power loss before the
 sync may leave the old file or an unparsable one: both are handled at open (the log is
 scanned). An empty cache of an empty log is not written at open: no file reads the same. While
 the file does not exist (a new partition), a change is not written on the event loop at all: the
-worker threads write it whole at the next sync. Until then a crash finds no file, and the open
-rebuilds the cache from the log, which holds every epoch appended meanwhile.
+worker threads write it whole at the next sync, without fsync: a crash before then, or a power
+loss before the file is on disk, finds no file, and the open rebuilds the cache from the log, which
+holds every epoch appended meanwhile (20,000 fsyncs of 10,000 new partitions' files were 2-18 s of
+a create on this machine; a clean shutdown's syncfs makes them durable).
 
 A new leader's epoch (become_leader, `later`), and what an open changed, are not written on the
 event loop at all (10,000 temp files written and renamed there were 7-13% of a 10,000-partition
@@ -59,7 +60,6 @@ import structlog
 from broker.log.errors import KafkaStorageError
 from broker.log.leader_epoch_cache import EpochEntry, LeaderEpochCache
 from broker.log.log import Log
-from broker.log.open_files import sync_file_system
 from broker.log.small_files import read_small
 from protocol.records.epochs import epoch_runs
 
@@ -68,7 +68,6 @@ log = structlog.get_logger()
 FILENAME = "leader-epoch-checkpoint"
 VERSION = 0
 _SCAN_CHUNK = 1 << 20
-SYNCFS_FROM = 256  # files in a round from which one syncfs replaces their fsyncs (DeferredSyncs.run)
 
 
 class CorruptCheckpoint(ValueError):
@@ -164,11 +163,12 @@ _JOBS = threading.Lock()
 class Job:
     """One file's round of work: its text written whole (and fsynced), or (text None) its fsyncs."""
 
-    __slots__ = ("path", "text", "state", "error")
+    __slots__ = ("path", "text", "sync", "state", "error")
 
-    def __init__(self, path: Path, text: str | None) -> None:
+    def __init__(self, path: Path, text: str | None, sync: bool = True) -> None:
         self.path = path
         self.text = text
+        self.sync = sync  # fsync the file and its directory (a new file needs neither: module docstring)
         self.state = QUEUED
         self.error: OSError | None = None
 
@@ -217,7 +217,7 @@ class DeferredSyncs:
         unwritten, self._unwritten = self._unwritten, {}
         jobs: list[Job] = []
         for path, epochs in unwritten.items():
-            job = Job(path, render(epochs.cache.entries))
+            job = Job(path, render(epochs.cache.entries), sync=epochs.written)
             epochs.in_flight = True
             epochs.job = job
             self._in_flight[path] = epochs
@@ -275,27 +275,12 @@ class DeferredSyncs:
 
     @staticmethod
     def run(jobs: list[Job], threads: int = 16) -> list[tuple[Path, OSError]]:
-        """On worker threads: every job, `threads` at a time; the failures.
-
-        A round of more than SYNCFS_FROM files (a LeaderAndIsr creating or restarting thousands of
-        partitions) writes them without fsync and then syncs the file system once (syncfs), as the
-        shutdown does: 20,000 fsyncs of 10,000 new partitions' files took 18 s of a create here."""
+        """On worker threads: every job, `threads` at a time; the failures."""
         if not jobs:
             return []
-        whole = len(jobs) > SYNCFS_FROM
-        work = [job for job in jobs if job.text is not None] if whole else jobs
-        if work:
-            with ThreadPoolExecutor(max_workers=min(threads, len(work)), thread_name_prefix="epoch-sync") as pool:
-                for _ in pool.map(_run_job_unsynced if whole else _run_job, work):
-                    pass
-        if whole:
-            for log_dir in {job.path.parent.parent for job in jobs}:
-                try:
-                    sync_file_system(log_dir)
-                except OSError as e:
-                    for job in jobs:
-                        if job.path.parent.parent == log_dir and job.error is None:
-                            job.error = e
+        with ThreadPoolExecutor(max_workers=min(threads, len(jobs)), thread_name_prefix="epoch-sync") as pool:
+            for _ in pool.map(_run_job, jobs):
+                pass
         return [(job.path, job.error) for job in jobs if job.error is not None]
 
     def sync(self, threads: int = 16) -> list[tuple[Path, OSError]]:
@@ -304,11 +289,7 @@ class DeferredSyncs:
         return failures + self.done(failures)
 
 
-def _run_job_unsynced(job: Job) -> None:
-    _run_job(job, sync=False)
-
-
-def _run_job(job: Job, sync: bool = True) -> None:
+def _run_job(job: Job) -> None:
     text = job.text
     if text is None:
         job.error = _sync_file_and_dir(job.path)
@@ -319,7 +300,7 @@ def _run_job(job: Job, sync: bool = True) -> None:
         job.state = RUNNING
     try:
         if job.path.parent.exists():  # a deleted partition's file is not made again
-            write_atomically(job.path, text, sync)
+            write_atomically(job.path, text, job.sync)
     except OSError as e:
         job.error = e
     finally:
