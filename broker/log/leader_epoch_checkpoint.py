@@ -15,8 +15,9 @@ scanned). An empty cache of an empty log is not written at open: no file reads t
 the file does not exist (a new partition), a change is not written on the event loop at all: the
 worker threads write it whole at the next sync, without fsync: a crash before then, or a power
 loss before the file is on disk, finds no file, and the open rebuilds the cache from the log, which
-holds every epoch appended meanwhile (20,000 fsyncs of 10,000 new partitions' files were 2-18 s of
-a create on this machine; a clean shutdown's syncfs makes them durable).
+holds every epoch appended meanwhile (the 20,000 fsyncs of 10,000 new partitions' files took
+2-18 s of a create's round here, though creating the files costs as much on a busy machine; a
+clean shutdown's syncfs makes them durable).
 
 A new leader's epoch (become_leader, `later`), and what an open changed, are not written on the
 event loop at all (10,000 temp files written and renamed there were 7-13% of a 10,000-partition
