@@ -24,7 +24,7 @@ With `--keep-log DIR` the broker's log (its timestamped start-up phases: `log.lo
 `controller.failover_sent`, `leader_and_isr.applied`, `update_metadata.applied`) is kept there, and
 the restarts' wall-clock starts are in the JSON (`restart_at_unix`) to line it up with.
 
-With `--profile DIR`, py-spy records the broker during the SIGTERM, the restart and the kill -9
+With `--profile DIR`, py-spy records the broker during the create, the SIGTERM, the restart and the kill -9
 restart (DIR/<n>-<phase>.txt, collapsed stacks; py-spy attaches a moment after the process
 starts, and the sampling costs the broker some CPU, so profiled runs are for shares, not times).
 
@@ -187,7 +187,7 @@ class Profile:
         if directory is None:
             return
         directory.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "200", "--format", "raw",
+        self.proc = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "200", "--nonblocking", "--format", "raw",
                                       "--output", str(directory / f"{name}.txt")],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)  # attached before the phase starts
@@ -212,7 +212,10 @@ def run_one(n: int, nofile: int, do_produce: bool, timeout: float,
         assert b.proc is not None
         out["empty_broker"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
         progress(f"{n}: creating")
+        spy = Profile(profile, f"{n}-create", b.proc.pid)
         out["create_s"] = round(asyncio.run(create(b, "bench", n, timeout)), 2)
+        spy.stop()
+        out["create_cpu_s"] = cpu_s(b.proc.pid)  # broker CPU from its start to all created and led
         out["created"] = {"fds": fds(b.proc.pid), "rss_mb": round(rss_mb(b.proc.pid), 1)}
         if do_produce:
             progress(f"{n}: one message to each partition")

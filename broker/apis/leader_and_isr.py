@@ -53,6 +53,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     # Thousands of partitions: one event says how many (each partition's line cost ~25 µs of the
     # loop, a quarter of a second of a 10,000-partition restart); a few are logged one by one.
     batch = services.roles.batch(log_each=len(states) <= _LOG_EACH_UP_TO)
+    await services.roles.prepare(states)  # new partitions' directories, made off the loop first
     errors = []
     for i, ps in enumerate(states):
         if i and not i % _YIELD_EVERY:

@@ -269,9 +269,12 @@ class Controller:
     async def _bring_online(self, partitions: list[TP]) -> list[TP]:
         """New partitions get a first state; partitions whose leader is gone get a new one.
 
-        The first states are written concurrently, _CREATE_WINDOW znodes in flight at a time (Kafka
-        batches them too): one ZooKeeper round trip after another made 10,000 partitions wait
-        ~10 s here. The order of the states written does not matter; each is its own znode.
+        The first states are written _CREATE_WINDOW partitions a ZooKeeper multi-op (each
+        partition's `partitions/<n>` and its `state`), after each topic's `partitions` znode:
+        one create a znode, with the parents' creates each tried first, were ~7 requests a
+        partition, 17 s of the event loop's time creating 10,000 partitions (py-spy). A window
+        whose multi fails (a znode there already) is written as before, concurrently, one create
+        a partition. The order of the states written does not matter; each is its own znode.
         """
         changed = []
         fresh: list[tuple[TP, L.PartitionState]] = []
@@ -288,10 +291,23 @@ class Controller:
                     break
                 if await self._elect_leader(tp):
                     changed.append(tp)
+        for topic in sorted({tp[0] for tp, _ in fresh}):
+            if not self.ctx.active:
+                break
+            await self.zk.ensure_path(L.partitions_path(topic))  # each partition's parent, once a topic
         for start in range(0, len(fresh), _CREATE_WINDOW):
             if not self.ctx.active:
                 break  # no longer the controller: no first state written on an expired authority
             window = fresh[start:start + _CREATE_WINDOW]
+            # One multi-op for the window's `partitions/<n>` and `partitions/<n>/state` znodes; if
+            # any existed (a controller that failed over mid-way), they are made one by one.
+            nodes = [node for tp, state in window
+                     for node in ((L.partition_path(*tp), b""), (L.partition_state_path(*tp), state.encode()))]
+            if await self.zk.create_all(nodes):
+                for tp, state in window:
+                    self.ctx.states[tp] = (state, 0)
+                    changed.append(tp)
+                continue
             results = await asyncio.gather(*(self.zk.create(L.partition_state_path(*tp), state.encode(),
                                                             make_parents=True) for tp, state in window),
                                            return_exceptions=True)

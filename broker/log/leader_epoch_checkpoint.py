@@ -13,13 +13,34 @@ thirds of the broker's time creating or restarting 1,000 partitions. A power los
 sync may leave the old file or an unparsable one: both are handled at open (the log is
 scanned). An empty cache of an empty log is not written at open: no file reads the same. While
 the file does not exist (a new partition), a change is not written on the event loop at all: the
-worker threads write it whole at the next sync. Until then a crash finds no file, and the open
-rebuilds the cache from the log, which holds every epoch appended meanwhile.
+worker threads write it whole at the next sync, without fsync: a crash before then, or a power
+loss before the file is on disk, finds no file, and the open rebuilds the cache from the log, which
+holds every epoch appended meanwhile (the 20,000 fsyncs of 10,000 new partitions' files took
+2-18 s of a create's round here, though creating the files costs as much on a busy machine; a
+clean shutdown's syncfs makes them durable).
+
+A new leader's epoch (become_leader, `later`), and what an open changed, are not written on the
+event loop at all (10,000 temp files written and renamed there were 7-13% of a 10,000-partition
+restart): the worker threads write them whole, and fsync them, in the round that runs before the
+LeaderAndIsr is answered. Why a crash meanwhile loses no entry (the rule: a new epoch's entry must
+be in the checkpoint before a crash could leave batches of that epoch in the log without it, or
+the open after the crash must find it again):
+- the open after a crash (no clean-shutdown marker) recovers the log's last segment, and the epochs
+  of the recovered batches newer than the checkpoint's latest are assigned (Kafka's
+  LogSegment.recover), at the offset of their first batch: for a leader's epoch that is the log end
+  at become_leader, its own entry, since every batch it appends carries it;
+- a roll first writes the entries still due (`Log.before_roll` -> `write_pending`: renamed into
+  place on the loop, taking back a job no thread started, or waiting for the one a thread runs), so
+  batches of an epoch whose entry is not on disk are always in the last segment;
+- a clean shutdown runs the round before the logs close and the marker is written (ReplicaManager.stop).
+An epoch with no batch yet whose entry a crash lost reads the same as one never assigned: the
+restarted broker gets a newer epoch from the controller anyway. (A power loss is a different
+matter, here as before: the log's own tail is not fsynced either, see the syncs above.)
 
 `LeaderEpochFile` is what the replica manager holds per partition: the pure cache
-(leader_epoch_cache.py) plus that file. On open it reads the file and drops entries the log no
+(leader_epoch_cache.py) plus that file. On open it reads the file, drops entries the log no
 longer holds (a crash after the checkpoint but before the append, or recovery cutting a torn
-tail). A missing file, or one that does not parse, is rebuilt from the log's own batches (each
+tail) and takes the newer epochs of the batches recovery read (above). A missing file, or one that does not parse, is rebuilt from the log's own batches (each
 RecordBatch v2 carries its partitionLeaderEpoch) and written at once, so the scan runs once.
 Departure from Kafka: Kafka fails the log directory on a malformed checkpoint; the epochs are
 in the log, so this rebuilds them instead and logs a warning. Every OSError is raised as
@@ -30,6 +51,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -120,8 +142,53 @@ def scan_log(plog: Log) -> Iterator[tuple[int, int]]:
             pos += stop
 
 
+def take_recovered_epochs(cache: LeaderEpochCache, runs: Iterable[tuple[int, int]]) -> bool:
+    """Kafka's LogSegment.recover: each run of the recovered batches whose epoch is newer than the
+    cache's latest is assigned (an entry the checkpoint lacks because a crash came before it was
+    written). Older epochs are left alone: the checkpoint, written before them, knows them better
+    (a run of a compacted or truncated log may start later than its epoch did). True if changed."""
+    changed = False
+    for epoch, base in runs:
+        latest = cache.latest_epoch
+        if latest is None or epoch > latest:
+            changed = cache.assign(epoch, base) or changed
+    return changed
+
+
+# A written job's state (Job.state), changed under _JOBS: the loop may take a job not yet started
+# back (`DeferredSyncs.write_now`, before a roll) and write the file itself.
+QUEUED, RUNNING, DONE, CLAIMED = range(4)
+_JOBS = threading.Lock()
+
+
+class Job:
+    """One file's round of work: its text written whole (and fsynced), or (text None) its fsyncs."""
+
+    __slots__ = ("path", "text", "sync", "state", "error")
+
+    def __init__(self, path: Path, text: str | None, sync: bool = True) -> None:
+        self.path = path
+        self.text = text
+        self.sync = sync  # fsync the file and its directory (a new file needs neither: module docstring)
+        self.state = QUEUED
+        self.error: OSError | None = None
+
+    def claim(self) -> bool:
+        """On the loop: take a job no thread has started; False if one has (it runs or ran)."""
+        with _JOBS:
+            if self.state == QUEUED:
+                self.state = CLAIMED
+                return True
+            return False
+
+    def wait(self) -> None:
+        """On the loop, blocking: until the thread running it is done (one file's write)."""
+        while self.state == RUNNING:
+            time.sleep(0.0005)
+
+
 class DeferredSyncs:
-    """Checkpoint files renamed into place whose fsyncs (the file, its directory) are still due."""
+    """Checkpoint files whose writes (on worker threads) or fsyncs (the file, its directory) are still due."""
 
     def __init__(self) -> None:
         self._paths: set[Path] = set()
@@ -134,61 +201,111 @@ class DeferredSyncs:
             self._paths.add(path)
 
     def add_unwritten(self, epochs: LeaderEpochFile) -> None:
-        """A file not on disk yet: written whole (and fsynced) at the next sync."""
+        """A file whose current entries are not on disk yet: written whole (and fsynced) at the next sync."""
         self._unwritten[epochs.path] = epochs
 
     def __len__(self) -> int:
         return len(self._paths) + len(self._unwritten)
 
-    def take(self) -> list[tuple[Path, str | None]]:
-        """On the event loop: the pending jobs, each (path, text to write or None to fsync only).
-        A file being written by a job is written by jobs only (`in_flight`) until `done`."""
+    def pending(self, epochs: LeaderEpochFile) -> bool:
+        """Its entries wait for the next round's threads."""
+        return epochs.path in self._unwritten
+
+    def take(self) -> list[Job]:
+        """On the event loop: the pending jobs, each a text to write or (text None) fsyncs only.
+        A file being written by a job is written by jobs only (`in_flight`) until `done`, but for
+        `write_now`."""
         unwritten, self._unwritten = self._unwritten, {}
-        jobs: list[tuple[Path, str | None]] = []
+        jobs: list[Job] = []
         for path, epochs in unwritten.items():
+            job = Job(path, render(epochs.cache.entries), sync=epochs.written)
             epochs.in_flight = True
+            epochs.job = job
             self._in_flight[path] = epochs
-            jobs.append((path, render(epochs.cache.entries)))
+            jobs.append(job)
         with self._lock:
             paths, self._paths = self._paths, set()
-        jobs += [(path, None) for path in paths if path not in unwritten]
+        jobs += [Job(path, None) for path in paths if path not in unwritten]
         return jobs
 
-    def done(self, failures: list[tuple[Path, OSError]]) -> None:
-        """On the event loop, after `run`: the files written exist from now on."""
+    def done(self, failures: list[tuple[Path, OSError]]) -> list[tuple[Path, OSError]]:
+        """On the event loop, after `run`: the files written exist from now on. A file changed
+        while its job was in flight (a follower's fetch appending a new epoch during the round) is
+        written here at once, renamed into place as any change of an existing file is (its fsyncs
+        deferred), not left for the next round. The failures of those writes."""
         failed = {path for path, _ in failures}
         in_flight, self._in_flight = self._in_flight, {}
+        errors: list[tuple[Path, OSError]] = []
         for path, epochs in in_flight.items():
             epochs.in_flight = False
-            if path not in failed:
-                epochs.written = True
+            epochs.job = None
+            if path in failed:
+                continue
+            epochs.written = True
+            if self._unwritten.get(path) is epochs:
+                del self._unwritten[path]
+                if not path.parent.exists():
+                    continue  # its partition was deleted meanwhile
+                try:
+                    write_atomically(path, render(epochs.cache.entries), sync=False)
+                except OSError as e:
+                    errors.append((path, e))
+                    continue
+                self.add(path)
+        return errors
+
+    def write_now(self, epochs: LeaderEpochFile) -> None:
+        """On the loop, before the file's log rolls: the file's entries on disk now (renamed into
+        place; the fsyncs stay deferred), if any are still due. A job not yet started is taken
+        back and written here; one a thread runs is waited for. See the module docstring: a
+        new epoch's batches must not leave the last segment before the checkpoint holds it."""
+        job = epochs.job
+        if job is not None and not job.claim():
+            job.wait()
+            if job.error is not None:
+                raise KafkaStorageError(epochs.path.parent, "leader epoch checkpoint", job.error)
+        claimed = job is not None and job.state == CLAIMED
+        if self._unwritten.pop(epochs.path, None) is None and not claimed:
+            return
+        try:
+            write_atomically(epochs.path, render(epochs.cache.entries), sync=False)
+        except OSError as e:
+            raise KafkaStorageError(epochs.path.parent, "leader epoch checkpoint", e) from e
+        self.add(epochs.path)
+        epochs.written = True
 
     @staticmethod
-    def run(jobs: list[tuple[Path, str | None]], threads: int = 16) -> list[tuple[Path, OSError]]:
+    def run(jobs: list[Job], threads: int = 16) -> list[tuple[Path, OSError]]:
         """On worker threads: every job, `threads` at a time; the failures."""
         if not jobs:
             return []
         with ThreadPoolExecutor(max_workers=min(threads, len(jobs)), thread_name_prefix="epoch-sync") as pool:
-            results = list(pool.map(_run_job, jobs))
-        return [(path, error) for (path, _), error in zip(jobs, results, strict=True) if error is not None]
+            for _ in pool.map(_run_job, jobs):
+                pass
+        return [(job.path, job.error) for job in jobs if job.error is not None]
 
     def sync(self, threads: int = 16) -> list[tuple[Path, OSError]]:
         """All three steps at once (no event loop: tests, tools)."""
         failures = self.run(self.take(), threads)
-        self.done(failures)
-        return failures
+        return failures + self.done(failures)
 
 
-def _run_job(job: tuple[Path, str | None]) -> OSError | None:
-    path, text = job
+def _run_job(job: Job) -> None:
+    text = job.text
     if text is None:
-        return _sync_file_and_dir(path)
+        job.error = _sync_file_and_dir(job.path)
+        return
+    with _JOBS:
+        if job.state == CLAIMED:
+            return  # the loop wrote it (write_now)
+        job.state = RUNNING
     try:
-        if path.parent.exists():  # a deleted partition's file is not made again
-            write_atomically(path, text)
+        if job.path.parent.exists():  # a deleted partition's file is not made again
+            write_atomically(job.path, text, job.sync)
     except OSError as e:
-        return e
-    return None
+        job.error = e
+    finally:
+        job.state = DONE
 
 
 def _sync_file_and_dir(path: Path) -> OSError | None:
@@ -216,6 +333,7 @@ class LeaderEpochFile:
         self.deferred = deferred
         self.written = True  # the file exists; else changes are written by DeferredSyncs' threads
         self.in_flight = False  # a DeferredSyncs job is writing it now
+        self.job: Job | None = None  # that job
         self.dirty = False  # changed at open, not written yet (see open's `write`)
 
     @classmethod
@@ -223,6 +341,7 @@ class LeaderEpochFile:
         """Read (or rebuild) the cache. Without `write`, a change found at open is left for the
         caller's `flush_if_dirty` (a new leader's epoch rewrites the file anyway: one write, not two)."""
         path = plog.directory / FILENAME
+        missing = False  # no file at all (not a corrupt one): no stat more to tell
         try:
             try:
                 # The log's listing at open says whether the file is there: no failed open each.
@@ -234,6 +353,7 @@ class LeaderEpochFile:
                 entries: list[EpochEntry] | None = parse(raw.decode())
             except FileNotFoundError:
                 entries = None
+                missing = True
             except (CorruptCheckpoint, UnicodeDecodeError) as e:
                 log.warning("leader_epochs.corrupt_checkpoint", path=str(path), error=str(e))
                 entries = None
@@ -242,9 +362,14 @@ class LeaderEpochFile:
                 entries = [EpochEntry(e, s) for e, s in scan_log(plog)]
             cache = LeaderEpochCache(entries)
             changed = cache.truncate_from_end(plog.log_end_offset)
+            if not rebuilt:
+                changed = take_recovered_epochs(cache, plog.recovered_epochs or ()) or changed
+            plog.recovered_epochs = None  # read once
             changed = cache.truncate_from_start(plog.log_start_offset) or changed
             epochs = cls(plog.directory, cache, deferred)
-            if rebuilt and not len(cache) and not path.exists() and plog.log_end_offset == plog.log_start_offset:
+            if deferred is not None:
+                plog.before_roll = epochs.write_pending
+            if rebuilt and not len(cache) and missing and plog.log_end_offset == plog.log_start_offset:
                 epochs.written = False
                 return epochs  # a new, empty log: no file and an empty cache read the same
             if (rebuilt or changed) and not write:
@@ -257,17 +382,18 @@ class LeaderEpochFile:
             raise KafkaStorageError(plog.directory, "leader epochs", e) from e
         return epochs
 
-    def flush_if_dirty(self) -> None:
+    def flush_if_dirty(self, later: bool = False) -> None:
         if self.dirty:
-            self.flush()
+            self.flush(later)
 
-    def flush(self) -> None:
+    def flush(self, later: bool = False) -> None:
+        """Write the entries (see the module docstring); `later`: by the DeferredSyncs' threads."""
         self.dirty = False
         try:
             if self.deferred is None:
                 write_atomically(self.path, render(self.cache.entries))
                 self.written = True
-            elif not self.written or self.in_flight:
+            elif later or not self.written or self.in_flight:
                 self.deferred.add_unwritten(self)  # no file yet, or a thread writing it: see above
             else:
                 write_atomically(self.path, render(self.cache.entries), sync=False)
@@ -277,9 +403,15 @@ class LeaderEpochFile:
 
     # Each change is written at once, as Kafka's cache does; they are rare (leader changes).
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, later: bool = False) -> None:
+        """`later`: written by the DeferredSyncs' threads (a new leader's epoch, see the module docstring)."""
         if self.cache.assign(epoch, start_offset):
-            self.flush()
+            self.flush(later)
+
+    def write_pending(self) -> None:
+        """The log's `before_roll`: entries still due to a thread written now (DeferredSyncs.write_now)."""
+        if self.deferred is not None and (self.in_flight or self.deferred.pending(self)):
+            self.deferred.write_now(self)
 
     def assign_from(self, records: bytes | memoryview) -> None:
         """Take the epochs stamped in appended records (magic-2 batches; older entries have none)."""

@@ -153,6 +153,13 @@ class Log:
         # what the partition's other files load from without listing it again.
         self.names_at_open: list[str] | None = None
         self.opened_clean = False  # `open` found it closed cleanly (its indexes trusted)
+        # (epoch, base offset) of each run of one leader epoch's batches in the segments `open`
+        # recovered, in order (None: it recovered none). The leader-epoch file takes the epochs
+        # newer than its own from them (Kafka's LogSegment.recover; see leader_epoch_checkpoint).
+        self.recovered_epochs: list[tuple[int, int]] | None = None
+        # Called before a roll seals the active segment: the leader-epoch file writes entries still
+        # due to its worker threads, as recovery re-reads only the last segment for them.
+        self.before_roll: Callable[[], None] | None = None
 
     # ---- opening and recovery --------------------------------------------------------
 
@@ -248,6 +255,7 @@ class Log:
                 # Empty, no index files (Segment.__init__): what they would say is known.
                 if last:
                     next_offset = base
+                    self._dir_dirty = True  # perhaps made just now (make_new_log_dir): the next flush syncs the entry
                 continue
             if clean and seg.index_existed and seg.time_index_existed:
                 # Kafka's LazyIndex: after a clean shutdown the indexes are read on first use
@@ -260,7 +268,9 @@ class Log:
                 if last:
                     next_offset = seg.next_offset_from_index()
                 continue
-            truncated, next_offset = seg.recover()
+            if self.recovered_epochs is None:
+                self.recovered_epochs = []
+            truncated, next_offset = seg.recover(epochs=self.recovered_epochs)
             self._unflushed.add(seg)
             if not last and not truncated:
                 seg.write_indexes()  # trusted at the next open as an inactive segment
@@ -445,6 +455,8 @@ class Log:
                        pinned=pinned, names=names, pending=self.index_files)
 
     def _roll(self) -> Segment:
+        if self.before_roll is not None:
+            self.before_roll()
         old = self._segments[-1]
         # Kafka's onBecomeInactiveSegment: the old segment's time index ends with its maximum, and
         # both its indexes go to disk whole (a sealed segment's are trusted at the next open).
@@ -906,6 +918,23 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.directory}, start={self.log_start_offset}, end={self._log_end_offset}, "
                 f"segments={len(self._segments)}, bytes={self._size})")
+
+
+def make_new_log_dir(directory: Path) -> bool:
+    """A new partition's directory and its empty first segment file, made ahead of `Log.open` (on
+    a worker thread: a LeaderAndIsr creating thousands of partitions makes them several at once,
+    off the event loop). The open then takes them as a log that never had a byte, which they are.
+    False, touching nothing more, if the directory exists already or anything fails: the open
+    meets it as it always did (an existing log, or a storage error handled there)."""
+    try:
+        os.mkdir(directory)
+    except OSError:
+        return False
+    try:
+        os.close(os.open(directory / f"{segment_name(0)}.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except OSError:
+        return False
+    return True
 
 
 def fsync_dir(directory: Path) -> None:

@@ -88,6 +88,8 @@ _V2_CRC = fixed(RecordBatchHeader, "crc", "crc")
 _V2_CRC_AT = offset_of(RecordBatchHeader, "crc")
 _V2_LAST_DELTA = fixed(RecordBatchHeader, "last_offset_delta", "last_offset_delta")
 _V2_LAST_DELTA_AT = offset_of(RecordBatchHeader, "last_offset_delta")  # 23
+_V2_EPOCH = fixed(RecordBatchHeader, "partition_leader_epoch", "partition_leader_epoch")
+_V2_EPOCH_AT = offset_of(RecordBatchHeader, "partition_leader_epoch")  # 12
 _PEEK = _V2_LAST_DELTA_AT + _V2_LAST_DELTA.size  # 27: what a scan reads of each entry's head
 MIN_BATCH_SIZE = size_of(RecordBatchHeader) - HEADER_SIZE  # 49
 # Reads start at an index point at most ~index_interval bytes before the wanted entry, so one
@@ -447,10 +449,11 @@ class Segment:
         _, _, next_offset = self.find(1 << 63, pos, self.size, key)
         return next_offset
 
-    def recover(self, cut: bool = True) -> tuple[int, int]:
+    def recover(self, cut: bool = True, epochs: list[tuple[int, int]] | None = None) -> tuple[int, int]:
         """Validate every entry, rebuild the index and cut the log at the first bad entry.
 
-        Returns (bytes truncated, next offset). Reads the whole segment, in chunks; this is the
+        Returns (bytes truncated, next offset). `epochs` gets (epoch, base offset) of each run of
+        one leader epoch's valid batches, in order. Reads the whole segment, in chunks; this is the
         unclean-shutdown path only (and, with `cut` False, a deferred index found bad: the
         indexes are rebuilt, the log is left whole and 0 returned).
         """
@@ -464,6 +467,11 @@ class Segment:
         since = 0
         buf = b""
         buf_start = 0
+        # What the log's open hands the leader-epoch file, which takes the epochs newer than its own
+        # (Kafka's LogSegment.recover assigns them to the cache).
+        if epochs is None:
+            epochs = []
+        last_epoch = -1
         while pos + HEADER_SIZE <= file_size:
             rel = pos - buf_start
             if rel + HEADER_SIZE > len(buf):
@@ -487,6 +495,10 @@ class Segment:
                         or crc32c.crc32c(memoryview(buf)[rel + RECORD_BATCH_CRC_FROM:rel + entry_size]) != crc):
                     break
                 last = offset + delta
+                (epoch,) = _V2_EPOCH.unpack_from(buf, rel + _V2_EPOCH_AT)
+                if epoch != last_epoch and epoch >= 0:
+                    epochs.append((epoch, offset))
+                    last_epoch = epoch
             else:
                 (crc,) = _CRC.unpack_from(buf, rel + HEADER_SIZE)
                 start = rel + HEADER_SIZE + 4

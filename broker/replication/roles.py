@@ -26,8 +26,10 @@ from broker.replication.replica_manager import ReplicaManager
 from broker.zk import layout as L
 from broker.zk.topic_configs import TopicConfigs, topic_int
 from protocol.errors import ErrorCode
+from protocol.topic import topic_partition_error
 
 log = structlog.get_logger()
+PREPARE_FROM = 64  # partition states in a LeaderAndIsr from which new directories are made ahead (prepare)
 
 
 class RoleListener(Protocol):
@@ -128,13 +130,13 @@ class PartitionRoles:
             self.fetchers.remove((topic, index))
             min_isr = topic_int(topic, cfg, "min.insync.replicas", self.config.min_insync_replicas)
             part = self.replicas.become_leader(topic, index, replicas, ps["leader_epoch"], ps["isr"], zk_version,
-                                               ps["controller_epoch"], min_isr, segment)
+                                               ps["controller_epoch"], min_isr, segment, log_each)
             self.replicas.set_log_config(part, topic_log_config)
             if log_each:
                 log.info("partition.leader", topic=topic, partition=index, leader_epoch=ps["leader_epoch"])
             return ErrorCode.NONE
         part = self.replicas.become_follower(topic, index, replicas, leader, ps["leader_epoch"], ps["isr"],
-                                             zk_version, ps["controller_epoch"], segment)
+                                             zk_version, ps["controller_epoch"], segment, log_each)
         self.replicas.set_log_config(part, topic_log_config)
         addr = leaders.get(leader)
         info = self.metadata.brokers.get(leader)
@@ -148,6 +150,15 @@ class PartitionRoles:
         if log_each:
             log.info("partition.follower", topic=topic, partition=index, leader=leader, leader_epoch=ps["leader_epoch"])
         return ErrorCode.NONE
+
+    async def prepare(self, states: list[dict[str, Any]]) -> None:
+        """Before a LeaderAndIsr of many partition states is applied: the directories of its
+        partitions new here made off the event loop, several at once (ReplicaManager.make_new_log_dirs)."""
+        keys = [(ps["topic_name"], ps["partition_index"]) for ps in states
+                if self.broker_id in ps["replicas"] and ps["leader_epoch"] >= 0
+                and topic_partition_error(ps["topic_name"], ps["partition_index"]) == ErrorCode.NONE]
+        if len(keys) >= PREPARE_FROM:
+            await self.replicas.make_new_log_dirs(keys)
 
     async def sync_changes(self) -> None:
         """After a LeaderAndIsr's partition states, before its answer: their epoch checkpoints on disk."""

@@ -39,6 +39,14 @@ def topic_path(topic: str) -> str:
     return f"{BROKER_TOPICS}/{topic}"
 
 
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}"
+
+
 def partition_state_path(topic: str, partition: int) -> str:
     return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
 

@@ -46,9 +46,9 @@ def recoveries(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     real = Segment.recover
 
-    def counting(self: Segment, cut: bool = True) -> tuple[int, int]:
+    def counting(self: Segment, cut: bool = True, epochs: list[tuple[int, int]] | None = None) -> tuple[int, int]:
         seen.append(self.base_offset)
-        return real(self, cut)
+        return real(self, cut, epochs)
     monkeypatch.setattr(Segment, "recover", counting)
     return seen
 

@@ -3,13 +3,26 @@ when the file is missing or does not parse."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from broker.log import Log
+from broker.log import Log, leader_epoch_checkpoint
 from broker.log.leader_epoch_cache import EpochEntry
-from broker.log.leader_epoch_checkpoint import FILENAME, CorruptCheckpoint, LeaderEpochFile, parse, render
+from broker.log.leader_epoch_checkpoint import (
+    CLAIMED,
+    DONE,
+    FILENAME,
+    RUNNING,
+    CorruptCheckpoint,
+    DeferredSyncs,
+    Job,
+    LeaderEpochFile,
+    parse,
+    render,
+)
 from protocol.records.epochs import epoch_runs, partition_leader_epoch
 from protocol.records.message_set import build_message_set
 from tests.support.batches import stamped_batch as batch
@@ -127,3 +140,174 @@ def test_epoch_runs_reads_heads_only() -> None:
     assert epoch_runs(cut) == ([(4, 0)], len(batch(0, 2, 4)))
     runs, stop = epoch_runs(data[:30])
     assert runs == [(4, 0)] and stop == len(batch(0, 2, 4))
+
+
+def test_an_unclean_open_takes_newer_epochs_from_the_recovered_batches(tmp_path: Path) -> None:
+    """Kafka's LogSegment.recover: a crash after a new epoch's batches reached the log but before
+    its entry reached the checkpoint (the entry is written later, off the event loop) leaves the
+    file without it; the open after the crash recovers the last segment and assigns it from there."""
+    plog = Log.open(tmp_path / "t-0")
+    epochs = LeaderEpochFile.open(plog)
+    epochs.assign(1, 0)
+    append(plog, batch(0, 2, 1), 2)
+    append(plog, batch(2, 3, 4), 3)  # epoch 4's batches, its entry not written yet
+    append(plog, batch(5, 1, 4), 1)
+    append(plog, batch(6, 2, 7), 2)
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n1\n1 0\n"
+    plog.abandon()  # the crash: no clean-shutdown marker
+    reopened = Log.open(tmp_path / "t-0")
+    again = LeaderEpochFile.open(reopened)
+    assert again.cache.entries == [EpochEntry(1, 0), EpochEntry(4, 2), EpochEntry(7, 6)]
+    assert parse((tmp_path / "t-0" / FILENAME).read_text()) == again.cache.entries
+    assert reopened.recovered_epochs is None  # read once
+    assert again.end_offset_for(1, reopened.log_end_offset) == (1, 2)
+
+
+def test_recovered_batches_of_older_epochs_leave_the_checkpoint_alone(tmp_path: Path) -> None:
+    """Only epochs newer than the checkpoint's latest are taken, as Kafka's recovery does: the
+    file's entries for the older ones stand (a truncated or compacted log's first batch of an epoch
+    may lie after where the epoch started)."""
+    plog = Log.open(tmp_path / "t-0")
+    append(plog, batch(0, 2, 1), 2)
+    append(plog, batch(2, 2, 3), 2)
+    append(plog, batch(4, 2, 5), 2)
+    (tmp_path / "t-0" / FILENAME).write_text(render([(1, 0), (3, 1), (5, 4)]))
+    plog.abandon()
+    again = LeaderEpochFile.open(Log.open(tmp_path / "t-0"))
+    assert again.cache.entries == [EpochEntry(1, 0), EpochEntry(3, 1), EpochEntry(5, 4)]
+
+
+def test_a_clean_open_recovers_nothing_and_reads_the_file_only(tmp_path: Path) -> None:
+    plog = Log.open(tmp_path / "t-0")
+    append(plog, batch(0, 2, 1), 2)
+    append(plog, batch(2, 2, 4), 2)
+    (tmp_path / "t-0" / FILENAME).write_text(render([(1, 0)]))
+    plog.close()
+    reopened = Log.open(tmp_path / "t-0")
+    assert reopened.recovered_epochs is None
+    assert LeaderEpochFile.open(reopened).cache.entries == [EpochEntry(1, 0)]
+
+
+def deferred_file(tmp_path: Path, segment_bytes: int = 1 << 20) -> tuple[Log, LeaderEpochFile, DeferredSyncs]:
+    """A log with a checkpoint on disk holding epoch 1 from offset 0 and two batches of it,
+    opened as the replica manager opens it (writes batched on DeferredSyncs' threads)."""
+    plog = Log.open(tmp_path / "t-0", segment_bytes=segment_bytes)
+    syncs = DeferredSyncs()
+    epochs = LeaderEpochFile.open(plog, syncs)
+    epochs.assign(1, 0)
+    append(plog, batch(0, 2, 1), 2)
+    syncs.sync()
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n1\n1 0\n"
+    return plog, epochs, syncs
+
+
+def test_a_new_leaders_epoch_is_written_by_the_threads(tmp_path: Path) -> None:
+    plog, epochs, syncs = deferred_file(tmp_path)
+    epochs.assign(4, 2, later=True)  # become_leader: nothing written on the event loop
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n1\n1 0\n"
+    assert syncs.pending(epochs)
+    assert syncs.sync() == []
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n4 2\n"
+    assert epochs.written and not epochs.in_flight and epochs.job is None
+
+
+def test_a_crash_before_the_threads_wrote_the_epoch_loses_no_entry(tmp_path: Path) -> None:
+    """The crash-safety argument of the module docstring, end to end: the new epoch's batches are
+    in the last segment (no roll since the entry), which the open after a crash recovers."""
+    plog, epochs, syncs = deferred_file(tmp_path)
+    epochs.assign(4, 2, later=True)
+    append(plog, batch(2, 3, 4), 3)
+    plog.abandon()  # the crash, before the sync round
+    again = LeaderEpochFile.open(Log.open(tmp_path / "t-0"))
+    assert again.cache.entries == [EpochEntry(1, 0), EpochEntry(4, 2)]
+
+
+def test_a_roll_writes_an_entry_still_due_first(tmp_path: Path) -> None:
+    """Recovery re-reads only the last segment: before a new epoch's batches can leave it, the
+    entry is renamed into place on the loop (its fsyncs stay deferred)."""
+    size = len(batch(0, 2, 1))
+    plog, epochs, syncs = deferred_file(tmp_path, segment_bytes=2 * size)
+    epochs.assign(4, 2, later=True)
+    append(plog, batch(2, 2, 4), 2)
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n1\n1 0\n"
+    append(plog, batch(4, 2, 4), 2)  # rolls
+    assert len(plog.segments) == 2
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n4 2\n"
+    assert not syncs.pending(epochs)
+    assert len(syncs) == 1  # its fsyncs, for the next round
+    plog.abandon()
+    again = LeaderEpochFile.open(Log.open(tmp_path / "t-0"))
+    assert again.cache.entries == [EpochEntry(1, 0), EpochEntry(4, 2)]
+
+
+def test_a_roll_takes_back_a_job_no_thread_started(tmp_path: Path) -> None:
+    size = len(batch(0, 2, 1))
+    plog, epochs, syncs = deferred_file(tmp_path, segment_bytes=2 * size)
+    epochs.assign(4, 2, later=True)
+    jobs = syncs.take()  # the round's jobs, handed to the threads but not started
+    assert epochs.in_flight and epochs.job is jobs[0]
+    epochs.assign(5, 2)  # a change meanwhile: queued behind the job in flight
+    append(plog, batch(2, 2, 5), 2)
+    append(plog, batch(4, 2, 5), 2)  # rolls: the loop claims the job and writes the current entries
+    assert jobs[0].state == CLAIMED
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n5 2\n"
+    (tmp_path / "t-0" / FILENAME).write_text("sentinel")
+    assert DeferredSyncs.run(jobs) == []  # the claimed job writes nothing
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "sentinel"
+    syncs.done([])
+    assert epochs.written and not epochs.in_flight and not syncs.pending(epochs)
+
+
+def test_a_roll_waits_for_a_job_a_thread_runs(tmp_path: Path) -> None:
+    size = len(batch(0, 2, 1))
+    plog, epochs, syncs = deferred_file(tmp_path, segment_bytes=2 * size)
+    epochs.assign(4, 2, later=True)
+    jobs = syncs.take()
+    jobs[0].state = RUNNING  # as a thread sets it
+    finisher = threading.Timer(0.05, lambda: (DeferredSyncs.run([Job(jobs[0].path, jobs[0].text)]),
+                                              setattr(jobs[0], "state", DONE)))
+    finisher.start()
+    append(plog, batch(2, 2, 4), 2)
+    append(plog, batch(4, 2, 4), 2)  # rolls: waits for the thread's write, writes nothing itself
+    finisher.join()
+    assert jobs[0].state == DONE
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n4 2\n"
+    syncs.done([])
+    assert epochs.written and not epochs.in_flight
+
+
+def test_a_new_file_is_written_without_fsync_an_existing_one_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new partition's first file is not fsynced (a crash or power loss before it is on disk finds
+    no file, and the open rebuilds it from the log); a rewrite of an existing one is, as Kafka's is."""
+    syncs = DeferredSyncs()
+    new = LeaderEpochFile.open(Log.open(tmp_path / "t-0"), syncs)
+    new.assign(3, 0)  # a new partition's first epoch: written by the round
+    plog, old, _ = deferred_file(tmp_path / "x")
+    old.deferred = syncs
+    old.assign(4, 2, later=True)
+    fsyncs: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(leader_epoch_checkpoint.os, "fsync", lambda fd: (fsyncs.append(fd), real(fd)))
+    jobs = syncs.take()
+    assert [(job.path, job.sync) for job in jobs] == [(new.path, False), (old.path, True)]
+    assert DeferredSyncs.run(jobs[:1]) == [] and fsyncs == []
+    assert DeferredSyncs.run(jobs[1:]) == [] and len(fsyncs) == 2  # the file and its directory
+    assert syncs.done([]) == []
+    assert new.path.read_text() == "0\n1\n3 0\n" and new.written
+    assert old.path.read_text() == "0\n2\n1 0\n4 2\n"
+
+
+def test_a_change_during_the_round_is_written_as_the_round_ends(tmp_path: Path) -> None:
+    """A follower's fetch may append a new epoch while the round that writes its file runs: the
+    file is rewritten as the round ends (on the loop, as any change of an existing file), not
+    left for the next round seconds later."""
+    plog, epochs, syncs = deferred_file(tmp_path)
+    epochs.assign(4, 2, later=True)
+    jobs = syncs.take()
+    epochs.assign_from(batch(2, 1, 6))  # during the round: queued behind the job
+    assert syncs.pending(epochs)
+    failures = DeferredSyncs.run(jobs)
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n4 2\n"  # the round's text
+    assert syncs.done(failures) == []
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n6 2\n"
+    assert not syncs.pending(epochs) and len(syncs) == 1  # its fsyncs, for the next round

@@ -364,8 +364,43 @@ def test_clean_log_without_snapshot_is_not_scanned(tmp_path: Path) -> None:
     reopened = Log.open(tmp_path)
     producers = PartitionProducers(reopened, EXPIRY_MS)
     producers.load(0, clean_shutdown=True)
-    assert len(producers.states) == 0 and list_snapshots(tmp_path) == [2]
+    assert len(producers.states) == 0 and list_snapshots(tmp_path) == []  # an empty table: nothing written
     reopened.close()
+
+
+def test_a_close_with_no_producer_and_no_snapshot_writes_none(tmp_path: Path) -> None:
+    """A log no idempotent producer wrote to (magic 1, or v2 without a producer id) leaves no
+    snapshot at its close: the clean open reads an empty table without one, and after a crash
+    the log is read (Kafka's rule with no snapshot), finding the same."""
+    log_ = Log.open(tmp_path)
+    producers = PartitionProducers(log_, EXPIRY_MS)
+    producers.load(0, clean_shutdown=False)
+    log_.append(v2_batch(0, -1, -1, -1, 2), 1)
+    producers.replicated(v2_batch(0, -1, -1, -1, 2))
+    producers.close()
+    log_.close()
+    assert list_snapshots(tmp_path) == []
+    for clean in (True, False):
+        reopened = Log.open(tmp_path, clean_shutdown=clean)
+        again = PartitionProducers(reopened, EXPIRY_MS)
+        again.load(0, clean_shutdown=clean)
+        assert len(again.states) == 0 and again.states.map_end_offset == 2
+        reopened.abandon()
+
+
+def test_a_close_with_producers_or_an_earlier_snapshot_writes_one(tmp_path: Path) -> None:
+    log_ = Log.open(tmp_path)
+    producers = PartitionProducers(log_, EXPIRY_MS)
+    producers.load(0, clean_shutdown=False)
+    log_.append(v2_batch(0, PID, 0, 0, 1), 0)
+    producers.replicated(v2_batch(0, PID, 0, 0, 1))
+    producers.close()
+    assert list_snapshots(tmp_path) == [1]
+    producers.states.clear(1)  # expired since, say: an earlier snapshot exists, so the close writes one
+    log_.append(v2_batch(1, -1, -1, -1, 1), 1)
+    producers.close()
+    assert list_snapshots(tmp_path) == [1, 2]
+    log_.close()
 
 
 def test_expiry_key_is_kafka_28s() -> None:
