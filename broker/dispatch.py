@@ -38,6 +38,12 @@ log = structlog.get_logger()
 # cancelled wait drops only a response nobody would read. Admin and controller requests
 # always run to the end.
 ABANDONABLE = frozenset({ApiKey.FETCH, ApiKey.PRODUCE})
+# APIs started in the connection's reading task, up to their first wait (broker.network.
+# Connection.start, eager): the data path, whose handlers use nothing bound to the task they run
+# in before they wait (a wait that may reach ZooKeeper, whose calls use asyncio.timeout, first
+# leaves the reading task: Connection.leave_reader). The frame starts with the API key (int16).
+_EAGER_FIRST_BYTE = 0
+_EAGER_SECOND_BYTES = frozenset({int(ApiKey.PRODUCE), int(ApiKey.FETCH)})
 
 
 @dataclass
@@ -75,6 +81,11 @@ class Dispatcher:
         self.latency = m.histogram("request_latency_seconds", "Time from receipt to response, by API")
         # Each API's two series, found once: counted on every request.
         self._series: dict[int, tuple[CounterSeries, HistogramSeries]] = {}
+
+    @staticmethod
+    def starts_at_once(frame_bytes: bytes | bytearray) -> bool:
+        """Whether this request is started in the reading task (Connection.start, eager)."""
+        return len(frame_bytes) >= 2 and frame_bytes[0] == _EAGER_FIRST_BYTE and frame_bytes[1] in _EAGER_SECOND_BYTES
 
     def _count(self, key: int, name: str, received: float) -> None:
         """One request of API `key` answered (or dropped: acks=0) `received` (monotonic) ago."""
@@ -131,8 +142,16 @@ class Dispatcher:
             # Earlier Produce appends of this connection are still being written: this request
             # starts once they are in the log, as if requests ran one at a time.
             await conn.next_may_start()
-        handling = mod.handle(ctx, request)
-        response = await (conn.run_abandonable(handling) if key in ABANDONABLE else handling)
+        if key in ABANDONABLE:
+            # Connection.run_abandonable, without a coroutine of its own.
+            req = conn.begin_abandonable()
+            try:
+                response = await mod.handle(ctx, request)
+            finally:
+                if req is not None:
+                    req.abandonable = False
+        else:
+            response = await mod.handle(ctx, request)
         if response is None:  # acks=0 produce: Kafka sends nothing back
             self._count(key, self.names[key], received)
             return True
