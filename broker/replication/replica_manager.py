@@ -1347,7 +1347,17 @@ class ReplicaManager:
         if progress is None:
             return "not_assigned"
         if record:
-            self._record_fetch(part, tracker, replica_id, progress.log_end_offset, fetch_offset, leo, now_ms)
+            if (fetch_offset == leo and progress.log_end_offset == leo and progress.last_fetch_leader_leo == leo
+                    and replica_id in part.isr):
+                # An in-sync follower at the log end again, nothing appended since its last fetch
+                # (an idle partition, in every round of replication): all IsrTracker.on_fetch
+                # changes is the clock, and nothing else can move (no ISR expansion, no high
+                # watermark move). The same as _record_fetch, in a few attribute writes.
+                if now_ms > progress.last_caught_up_ms:
+                    progress.last_caught_up_ms = now_ms
+                progress.last_fetch_ms = now_ms
+            else:
+                self._record_fetch(part, tracker, replica_id, progress.log_end_offset, fetch_offset, leo, now_ms)
         return "ok"
 
     def record_follower_fetch(self, part: Partition, follower: int, fetch_offset: int, *, checked: bool = False) -> bool:
