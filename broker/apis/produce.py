@@ -218,8 +218,8 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes] | 
                 entry["error_code"] = ErrorCode.INVALID_RECORD if version >= 3 else ErrorCode.CORRUPT_MESSAGE
                 continue
             config = _cached_validation_config(services, name) or await _validation_config(ctx, name)
-            submitted.append((entry, part, await rm.submit_append(part, records, acks, config, version,
-                                                                   transactional_id)))
+            submitted.append((entry, part, rm.submit_append_now(part, records, acks, config, version,
+                                                                  transactional_id)))
     if submitted:
         # Every append of the request has its offsets; their writes are queued (broker.log.writer).
         # The connection's next request may start now (a non-Produce one waits for these writes,

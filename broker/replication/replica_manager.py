@@ -866,6 +866,12 @@ class ReplicaManager:
     async def submit_append(self, part: Partition, data: memoryview | bytes, acks: int,
                             config: ValidationConfig | None = None, produce_version: int = 2,
                             transactional_id: str | None = None) -> asyncio.Future[LeaderAppend]:
+        """submit_append_now, awaitable (it never waits)."""
+        return self.submit_append_now(part, data, acks, config, produce_version, transactional_id)
+
+    def submit_append_now(self, part: Partition, data: memoryview | bytes, acks: int,
+                          config: ValidationConfig | None = None, produce_version: int = 2,
+                          transactional_id: str | None = None) -> asyncio.Future[LeaderAppend]:
         """A leader Produce append, its write handed to the log directory's writer thread
         (broker.log.writer): returns once its offsets are assigned (in the order of the calls),
         with a future of its answer, which completes once its bytes are in the file (and the
