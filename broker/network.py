@@ -115,9 +115,6 @@ class _Request:
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
 
-    def task_done(self, _: asyncio.Task[bool]) -> None:
-        self.mark_processed()
-
     def done(self) -> bool:
         task = self.task
         return self.finished if task is None else task.done()
@@ -432,7 +429,9 @@ class Connection:
         self._holds = 0  # responses with a KIP-13 hold not yet sent
         self.held_dropped = False  # one was dropped, its client gone: read nothing more
         self._sender: asyncio.Task[None] | None = None
-        self._sender_idle = True  # nothing for the sending task to do: a reply may go out inline
+        self._sender_idle = True  # no sending task at work (none, or parked): a reply may go out inline
+        self._kicked = asyncio.Event()  # the parked sending task has something only it handles
+        self._closed = False  # a request failed or was refused: the connection closes, nothing more is sent
         # Produce appends of this connection's requests whose writes are queued and not yet done
         # (broker.log.writer): a later non-Produce request waits for them (next_may_start).
         self._appends: set[asyncio.Future[Any]] = set()
@@ -844,7 +843,7 @@ class Connection:
         task = loop.create_task(handling)
         req.task = task
         self._by_task[task] = req
-        task.add_done_callback(req.task_done)
+        task.add_done_callback(lambda _: self._task_done(req))
         req.watch = loop.call_later(WATCH_AFTER_S, self.watch_hangup)
         if eager and req.abandonable and self.peer_gone:
             task.cancel()  # as run_abandonable would have (its wait is cut short)
@@ -878,50 +877,86 @@ class Connection:
                 self._send(req.reply)
             self._answered(req, notify=False)
             return handled
-        if self._sender is None:
-            self._sender_idle = False  # busy from now until it finds nothing left to send
-            self._sender = self._loop.create_task(self._send_in_order())
-        self._changed.set()
+        self._deliver()  # finished and first (then answered above, unless only the sending task may)
         return not (done and (req.cancelled() or req.failure() is not None or not req.handled()))
+
+    def _task_done(self, req: _Request) -> None:
+        """A request's task ended: the next request may start, and its answer (with those after
+        it that are ready) goes out now if it is the oldest."""
+        req.mark_processed()
+        self._deliver()
+
+    def _deliver(self) -> None:
+        """The answers of the finished requests at the head of the order, in order, in one write,
+        here and now: the sending task's common case without waking it. Stops at a request still
+        running (its task's end calls this again), and leaves to the sending task (`_kick`) what
+        only it handles: a held response (KIP-13), a failed, refused or abandoned request, a
+        client not reading its answers. Nothing while that task is at work: it goes on in order
+        and looks at the head again before it parks."""
+        if not self._sender_idle:
+            return
+        order = self._order
+        batch: list[Bytes] = []
+        while order:
+            req = order[0]
+            if not req.done():
+                break
+            if (self._closed or req.hold_until or req.cancelled() or req.failure() is not None
+                    or not req.handled() or self._unsent() > WRITE_HIGH_WATER):
+                self._kick()
+                break
+            if req.reply is not None:
+                batch.extend(req.reply)
+            self._answered(req)
+        if batch:
+            self._send(batch)
+        if self._reading_done and not order and self._sender is not None:
+            self._kicked.set()  # so that a parked sending task ends
+
+    def _kick(self) -> None:
+        """The sending task looks at the head of the order (started if there is none)."""
+        if self._sender is None:
+            self._sender_idle = False  # at work from now until it parks
+            self._sender = self._loop.create_task(self._send_in_order())
+        else:
+            self._kicked.set()
 
     async def _send_in_order(self) -> None:
         """The responses, strictly in request order; a failed or refused request closes the connection.
 
-        Responses that are ready together (acks=all produces completed by one high-watermark
-        move) go out in one write: one system call for the lot."""
-        loop = asyncio.get_running_loop()
-        closed = False
+        Started for what `_deliver` leaves to it, it answers requests in order while their tasks
+        are done, then parks until kicked again: a request finishing later is answered by
+        `_deliver` from its task's end, not by waking this task. Responses that are ready
+        together go out in one write: one system call for the lot."""
+        loop = self._loop
         ready: list[Bytes] = []
         while True:
-            following = self._order[0].task if self._order else None
-            if following is None or not following.done():
+            order = self._order
+            if not order or not order[0].done():
                 await self._flush(ready)  # nothing more is ready to go with them
-            while not self._order:
-                if self._reading_done:
-                    return
-                self._changed.clear()
-                self._sender_idle = True
-                try:
-                    await self._changed.wait()
-                finally:
-                    self._sender_idle = False
-            req = self._order[0]
-            task = req.task
+                if not order or not order[0].done():  # (the flush may have waited for the client)
+                    if self._reading_done and not order:
+                        return
+                    self._kicked.clear()
+                    self._sender_idle = True
+                    try:
+                        await self._kicked.wait()
+                    finally:
+                        self._sender_idle = False
+                    continue
+            req = order[0]
             try:
-                if task is not None and not task.done():
-                    await self._flush(ready)
-                    await asyncio.wait((task,))  # not `await task`: cancelling the sender leaves it be
-                if closed or req.cancelled():
+                if self._closed or req.cancelled():
                     continue  # abandoned: its client is gone
                 error = req.failure()
                 if error is not None:
                     log.error("connection.failed", peer=self.peer, exc_info=error)
-                    closed = True
+                    self._closed = True
                     await self._flush(ready)
                     self.writer.close()
                     continue
                 if not req.handled():  # a frame the dispatcher refused: close after the answers before it
-                    closed = True
+                    self._closed = True
                     await self._flush(ready)
                     self.writer.close()
                     continue
@@ -988,6 +1023,7 @@ class Connection:
         """Reading has ended: answer what was read (or cancel it all, when the listener stops)."""
         self._reading_done = True
         self._changed.set()
+        self._kicked.set()  # a parked sending task looks again (and ends, once all is answered)
         tasks: list[asyncio.Task[Any]] = [r.task for r in self._order if r.task is not None]
         for req in self._order:
             if req.task is not None and (abort or (self.peer_gone and req.abandonable)):
@@ -998,6 +1034,13 @@ class Connection:
             tasks.append(self._sender)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        # What the requests' ends left to the sending task (one may have started it meanwhile).
+        self._deliver()
+        while self._sender is not None and not self._sender.done():
+            if abort:
+                self._sender.cancel()
+            self._kicked.set()
+            await asyncio.gather(self._sender, return_exceptions=True)
         self._backlog_to_transport()
         for req in self._order:
             req.release()
