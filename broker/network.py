@@ -171,8 +171,11 @@ class _Resumed(Coroutine[Any, Any, bool]):
     def __iter__(self) -> Any:  # noqa: ANN401
         return self
 
-    def __next__(self) -> Any:  # noqa: ANN401
-        return self.send(None)
+    def __next__(self) -> Any:  # noqa: ANN401 - what a task's step calls (PyIter_Send with None)
+        if not self._started:
+            self._started = True
+            return self._first
+        return self._coro.send(None)
 
 
 class RequestReader(asyncio.BufferedProtocol):
