@@ -201,6 +201,8 @@ class RequestReader(asyncio.BufferedProtocol):
 
     def __init__(self, accepted: Callable[[RequestReader, ResponseWriter], None]) -> None:
         self._accepted = accepted
+        # Made by the server as it accepts, on its loop: found once (each get_running_loop() is a getpid()).
+        self._loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.over_ssl = False
         self.on_gone: Callable[[], None] | None = None
@@ -310,7 +312,7 @@ class RequestReader(asyncio.BufferedProtocol):
             raise self._error
         if self._eof:
             raise asyncio.IncompleteReadError(bytes(have()), wanted)
-        self._waiter = asyncio.get_running_loop().create_future()
+        self._waiter = self._loop.create_future()
         try:
             await self._waiter
         finally:
@@ -523,8 +525,7 @@ class Connection:
 
     def mute_for(self, seconds: float) -> None:
         """Read nothing more from this connection for `seconds`."""
-        loop = asyncio.get_running_loop()
-        self.mute_until = max(self.mute_until, loop.time() + seconds)
+        self.mute_until = max(self.mute_until, self._loop.time() + seconds)
 
     def hold(self, pieces: Sequence[Piece], seconds: float) -> None:
         """Send this response only after `seconds`, reading nothing meanwhile."""
@@ -533,7 +534,7 @@ class Connection:
             self._send(pieces)
             return
         req.reply = _in_memory(pieces)
-        req.hold_until = asyncio.get_running_loop().time() + seconds
+        req.hold_until = self._loop.time() + seconds
         self._holds += 1
         self.mute_for(seconds)
 

@@ -221,6 +221,7 @@ class ReplicaManager:
         self.wall_clock = wall_clock
         self.broker_id = config.broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None  # submit_append_now's, found at its first call
         # Opened at start-up (load_logs), not yet given a role by LeaderAndIsr (see the module docstring).
         self._loaded: dict[tuple[str, int], Partition] = {}
         self._loading: set[tuple[str, int]] = set()  # being opened by load_logs now
@@ -881,7 +882,9 @@ class ReplicaManager:
         against the producer state its batches still in flight on this partition will leave, and
         queued behind them without waiting (see `_check_producer` for why that is safe).
         """
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None or loop.is_closed():  # found once: each get_running_loop() is a getpid()
+            loop = self._loop = asyncio.get_running_loop()
         answer: asyncio.Future[LeaderAppend] = loop.create_future()
         refusal = self._still_leader(part)  # the caller's check may predate an await (its config)
         if refusal is not None:
