@@ -223,7 +223,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                     # Kafka 2.8's answer: no error, empty records, the high watermark.
                     parts.append(_answer(idx, part))
                     continue
-                throttled = bool(throttled_here) and idx in throttled_here
+                throttled = idx in throttled_here
                 limited = throttled and replica_id not in part.isr
                 if limited:
                     if exceeded is None:
