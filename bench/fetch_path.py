@@ -81,7 +81,11 @@ async def run(n: int) -> dict[str, float]:
             # The follower asks for the record just appended: the offset before it.
             for t in request["topics"]:
                 if t["topic"] == "latency":
-                    t["partitions"][0]["fetch_offset"] = busy.log_end_offset - 1
+                    first = t["partitions"][0]
+                    if isinstance(first, dict):  # trees that decode partitions as dicts
+                        first["fetch_offset"] = busy.log_end_offset - 1
+                    else:  # rows: (partition, current leader epoch, fetch offset, max bytes)
+                        t["partitions"][0] = (first[0], first[1], busy.log_end_offset - 1, first[3])
             pieces = await fetch.handle(ctx, request)
             spent += time.thread_time() - t0
             assert pieces and i >= 0

@@ -223,7 +223,7 @@ def profiled(pids: list[int], out: Path | None, prefix: str, seconds: float) -> 
         return
     out.mkdir(parents=True, exist_ok=True)
     spies = [subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "500", "--duration",
-                               str(max(1, int(seconds))), "--format", "raw", "--nonblocking",
+                               str(max(1, int(seconds))), "--format", "raw", "--nonblocking", "--gil",
                                "--output", str(out / f"{prefix}-broker{i}.txt")],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, pid in enumerate(pids)]
     try:

@@ -238,7 +238,7 @@ def profiled(profile: Path | None, name: str, pid: int, native: bool = False) ->
         yield
         return
     profile.mkdir(parents=True, exist_ok=True)
-    spy = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
+    spy = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "250", "--format", "raw", "--gil",
                             "--output", str(profile / f"{name}.txt"), *(["--native"] if native else ["--nonblocking"])],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from broker.security.acl import ANONYMOUS
+from broker.security.sasl_listeners import SASL_PROTOCOLS
 from broker.security.sasl_session import State as SaslState
 from broker.security.sasl_session import Verdict
 from protocol import registry
@@ -23,6 +25,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.framing import frame
 from protocol.headers import decode_request_header, encode_response_header
+from protocol.layouts import FRAME_SIZE, RESPONSE_HEADER
 from protocol.schema import request_codec, response_codec
 
 if TYPE_CHECKING:
@@ -38,6 +41,12 @@ log = structlog.get_logger()
 # cancelled wait drops only a response nobody would read. Admin and controller requests
 # always run to the end.
 ABANDONABLE = frozenset({ApiKey.FETCH, ApiKey.PRODUCE})
+# APIs started in the connection's reading task, up to their first wait (broker.network.
+# Connection.start, eager): the data path, whose handlers use nothing bound to the task they run
+# in before they wait (a wait that may reach ZooKeeper, whose calls use asyncio.timeout, first
+# leaves the reading task: Connection.leave_reader). The frame starts with the API key (int16).
+_EAGER_FIRST_BYTE = 0
+_EAGER_SECOND_BYTES = frozenset({int(ApiKey.PRODUCE), int(ApiKey.FETCH)})
 
 
 @dataclass
@@ -75,14 +84,35 @@ class Dispatcher:
         self.latency = m.histogram("request_latency_seconds", "Time from receipt to response, by API")
         # Each API's two series, found once: counted on every request.
         self._series: dict[int, tuple[CounterSeries, HistogramSeries]] = {}
+        # What a served (key, version) needs on every request, found once (_route).
+        self._routes: dict[tuple[int, int], _Route] = {}
 
-    def _count(self, key: int, name: str, received: float) -> None:
-        """One request of API `key` answered (or dropped: acks=0) `received` (monotonic) ago."""
-        series = self._series.get(key)
-        if series is None:
-            series = self._series[key] = (self.requests_total.series(api=name), self.latency.series(api=name))
-        series[0].inc()
-        series[1].observe(time.monotonic() - received)
+    def _route(self, key: int, version: int) -> _Route | None:
+        """The handler module, its decoder, name, request series and response header flag of a
+        served (key, version); None for one not served. At most one entry per served version."""
+        route = self._routes.get((key, version))
+        if route is None:
+            mod = self.handlers.get(key)
+            if mod is None or not registry.is_served(key, version):
+                return None
+            name = self.names[key]
+            series = self._series.get(key)
+            if series is None:
+                series = self._series[key] = (self.requests_total.series(api=name), self.latency.series(api=name))
+            decode = getattr(mod, "decode", None)
+            if decode is None:  # the schema codec, which takes the body alone
+                codec = request_codec(key, version)
+
+                def decode(buf: memoryview, _version: int) -> Any:  # noqa: ANN401 - the schema's dict
+                    return codec.decode(buf)
+            route = self._routes[(key, version)] = _Route(
+                mod, decode, name, series[0], series[1], encode_response_header(0, key, version)[RESPONSE_HEADER.size:])
+        return route
+
+    @staticmethod
+    def starts_at_once(frame_bytes: bytes | bytearray) -> bool:
+        """Whether this request is started in the reading task (Connection.start, eager)."""
+        return len(frame_bytes) >= 2 and frame_bytes[0] == _EAGER_FIRST_BYTE and frame_bytes[1] in _EAGER_SECOND_BYTES
 
     async def handle(self, conn: Connection, frame_bytes: bytes | bytearray) -> bool:
         """Answer one request; False closes the connection."""
@@ -93,12 +123,14 @@ class Dispatcher:
             log.warning("request.bad_header", peer=conn.peer, error=str(e))
             return False
         key, version = header.api_key, header.api_version
-        mod = self.handlers.get(key)
-        if mod is None:
+        route = self._route(key, version)
+        if route is None and key not in self.handlers:
             log.warning("request.unknown_api_key", peer=conn.peer, api_key=key)
             return False
         # SASL listeners: before authentication only ApiVersions, SaslHandshake and SaslAuthenticate.
-        session = self.services.sasl.session(conn)
+        # (A connection of a listener that is not SASL has no session: not looked up.)
+        session = self.services.sasl.session(conn) if getattr(conn, "security_protocol", "") in SASL_PROTOCOLS \
+            else None
         if session is not None:
             # (A frame above sasl.server.max.receive.size was refused before it was read: network.py.)
             verdict = session.gate(key, registry.is_served(key, version))
@@ -110,7 +142,7 @@ class Dispatcher:
                     log.warning("sasl.connection_closed", peer=conn.peer, api=self.names[key],
                                 reason="session expired" if session.authenticated else "unexpected request")
                 return False
-        if not registry.is_served(key, version):
+        if route is None:  # a known key at a version not served
             if key == ApiKey.API_VERSIONS:
                 body = registry.unsupported_api_versions_body()
                 conn.write(frame(encode_response_header(header.correlation_id, key, 0), body))
@@ -120,27 +152,58 @@ class Dispatcher:
         ctx = RequestContext(self.services, conn, key, version, header.correlation_id,
                              header.client_id or "", received, 4 + len(frame_bytes),
                              principal=getattr(conn, "principal", ANONYMOUS))
+        mod = route.mod
         try:
-            decode = getattr(mod, "decode", None)
-            body_view = memoryview(frame_bytes)[body_at:]
-            request: Any = decode(body_view, version) if decode else request_codec(key, version).decode(body_view)
+            request: Any = route.decode(memoryview(frame_bytes)[body_at:], version)
         except ProtocolError as e:
-            log.warning("request.malformed", peer=conn.peer, api=self.names[key], api_version=version, error=str(e))
+            log.warning("request.malformed", peer=conn.peer, api=route.name, api_version=version, error=str(e))
             return False
         if key != ApiKey.PRODUCE and conn.appends_pending:
             # Earlier Produce appends of this connection are still being written: this request
             # starts once they are in the log, as if requests ran one at a time.
             await conn.next_may_start()
-        handling = mod.handle(ctx, request)
-        response = await (conn.run_abandonable(handling) if key in ABANDONABLE else handling)
+        if key in ABANDONABLE:
+            # Connection.run_abandonable, without a coroutine of its own.
+            req = conn.begin_abandonable()
+            try:
+                response = await mod.handle(ctx, request)
+            finally:
+                if req is not None:
+                    req.abandonable = False
+        else:
+            response = await mod.handle(ctx, request)
         if response is None:  # acks=0 produce: Kafka sends nothing back
-            self._count(key, self.names[key], received)
+            route.count(received)
             return True
         pieces = response if isinstance(response, list) else [response_codec(key, version).encode(response)]
-        framed = frame(encode_response_header(header.correlation_id, key, version), *pieces)
+        # The response header: the correlation id, and an empty tagged section at flexible versions.
+        head = RESPONSE_HEADER.pack(header.correlation_id) + route.header_tail
+        framed = [FRAME_SIZE.pack(len(head) + sum(map(len, pieces))), head, *pieces]
         if ctx.hold_ms > 0:
             conn.hold(framed, ctx.hold_ms / 1000)
         else:
             conn.write(framed)
-        self._count(key, self.names[key], received)
+        route.count(received)
         return session is None or session.state is not SaslState.FAILED  # a SASL failure closes, once answered
+
+
+
+
+class _Route:
+    """A served (api key, version): what Dispatcher.handle looks up on every request."""
+
+    __slots__ = ("mod", "decode", "name", "requests", "latency", "header_tail")
+
+    def __init__(self, mod: Api, decode: Callable[[memoryview, int], Any], name: str, requests: CounterSeries,
+                 latency: HistogramSeries, header_tail: bytes) -> None:
+        self.mod = mod
+        self.decode = decode
+        self.name = name
+        self.requests = requests
+        self.latency = latency
+        self.header_tail = header_tail  # after the correlation id: b"" or an empty tagged section
+
+    def count(self, received: float) -> None:
+        """One request answered (or dropped: acks=0) `received` (monotonic) ago."""
+        self.requests.inc()
+        self.latency.observe(time.monotonic() - received)

@@ -84,14 +84,23 @@ Piece = Bytes | FileSlice
 
 
 class _Request:
-    """One request read from a connection and not yet answered."""
+    """One request read from a connection and not yet answered.
 
-    __slots__ = ("task", "processed", "reply", "hold_until", "abandonable", "release", "watch")
+    Run in a task of its own (`task`), or started in the reading task (`Connection.start`,
+    eager): then `task` is None while it runs and if it finished there, its outcome in
+    `result` / `error`, and a task is made only if it has to wait."""
+
+    __slots__ = ("task", "processed", "waiter", "finished", "result", "error", "reply", "hold_until",
+                 "abandonable", "release", "watch")
 
     def __init__(self, release: Callable[[], None]) -> None:
         self.task: asyncio.Task[bool] | None = None
-        # Done once the request finished or only waits: the next one may start.
-        self.processed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # True once the request finished or only waits: the next one may start.
+        self.processed = False
+        self.waiter: asyncio.Future[None] | None = None  # the reading task waiting for `processed`
+        self.finished = False  # finished in the reading task (no task): `result` or `error`
+        self.result = False
+        self.error: BaseException | None = None
         self.reply: list[Bytes] | None = None
         self.hold_until = 0.0  # a KIP-13 hold: the response is sent no earlier (loop time)
         self.abandonable = False  # in a wait that may be cut short when the client goes
@@ -100,8 +109,73 @@ class _Request:
 
     def mark_processed(self) -> None:
         self.release()
-        if not self.processed.done():
-            self.processed.set_result(None)
+        if not self.processed:
+            self.processed = True
+            waiter = self.waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    def done(self) -> bool:
+        task = self.task
+        return self.finished if task is None else task.done()
+
+    def cancelled(self) -> bool:
+        task = self.task
+        if task is None:
+            return isinstance(self.error, asyncio.CancelledError)
+        return task.cancelled()
+
+    def failure(self) -> BaseException | None:
+        """The exception it ended with (once done and not cancelled)."""
+        task = self.task
+        return self.error if task is None else task.exception()
+
+    def handled(self) -> bool:
+        """Its result (once done without an exception): False closes the connection."""
+        task = self.task
+        return self.result if task is None else bool(task.result())
+
+
+class _Resumed(Coroutine[Any, Any, bool]):
+    """A request's coroutine that was started in the reading task and has to wait: the rest of
+    it, as the coroutine of a task. The task's first step gets what the coroutine yielded when
+    it suspended (the future it waits for), so the task takes up the wait exactly where the
+    coroutine left it; after that every step and exception (a cancellation, even before the
+    task's first step) goes to the coroutine itself."""
+
+    __slots__ = ("_coro", "_first", "_started")
+
+    def __init__(self, coro: Coroutine[Any, Any, bool], first: Any) -> None:  # noqa: ANN401 - what a coroutine yields
+        self._coro = coro
+        self._first = first
+        self._started = False
+
+    def send(self, value: Any) -> Any:  # noqa: ANN401 - as a coroutine's
+        if not self._started:
+            self._started = True
+            return self._first
+        return self._coro.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:  # noqa: ANN401 - as a coroutine's
+        self._started = True
+        if val is None and tb is None:
+            return self._coro.throw(typ)
+        return self._coro.throw(typ, val, tb)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __await__(self) -> Any:  # noqa: ANN401
+        return self
+
+    def __iter__(self) -> Any:  # noqa: ANN401
+        return self
+
+    def __next__(self) -> Any:  # noqa: ANN401 - what a task's step calls (PyIter_Send with None)
+        if not self._started:
+            self._started = True
+            return self._first
+        return self._coro.send(None)
 
 
 class RequestReader(asyncio.BufferedProtocol):
@@ -127,6 +201,8 @@ class RequestReader(asyncio.BufferedProtocol):
 
     def __init__(self, accepted: Callable[[RequestReader, ResponseWriter], None]) -> None:
         self._accepted = accepted
+        # Made by the server as it accepts, on its loop: found once (each get_running_loop() is a getpid()).
+        self._loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.over_ssl = False
         self.on_gone: Callable[[], None] | None = None
@@ -236,7 +312,7 @@ class RequestReader(asyncio.BufferedProtocol):
             raise self._error
         if self._eof:
             raise asyncio.IncompleteReadError(bytes(have()), wanted)
-        self._waiter = asyncio.get_running_loop().create_future()
+        self._waiter = self._loop.create_future()
         try:
             await self._waiter
         finally:
@@ -250,6 +326,24 @@ class RequestReader(asyncio.BufferedProtocol):
         # transport costs system calls, and small pipelined frames would pay them each.
         if "full" in self._pauses and self._end - self._start <= len(self._ahead) // 2:
             self.resume("full")
+
+    def size_now(self) -> int | None:
+        """The next frame's size prefix if it is read ahead already (no await); None otherwise."""
+        start = self._start
+        if self._end - start < 4:
+            return None
+        size: int = _SIZE.unpack_from(self._ahead, start)[0]
+        self._take(4)
+        return size
+
+    def frame_now(self, size: int) -> bytearray | None:
+        """read_frame when the whole frame is read ahead already (no await); None otherwise."""
+        start = self._start
+        if self._end - start < size:
+            return None
+        frame = self._ahead[start:start + size]
+        self._take(size)
+        return frame
 
     async def read_size(self) -> int:
         """The next frame's size prefix."""
@@ -328,17 +422,21 @@ class Connection:
         self.peer_gone = False
         self.hangups: HangupWatch | None = None
         self.ip = peer[0] if isinstance(peer, tuple) else str(peer)
-        self.last_active = asyncio.get_running_loop().time()
-        # Requests read and not yet answered, oldest first; the same keyed by their tasks.
+        self._loop = asyncio.get_running_loop()  # once: each get_running_loop() costs a getpid()
+        self.last_active = self._loop.time()
+        # Requests read and not yet answered, oldest first; those with a task keyed by it.
         self._order: deque[_Request] = deque()
         self._by_task: dict[asyncio.Task[Any], _Request] = {}
+        self._eager: _Request | None = None  # the request being started in the reading task
         self._reading_done = False
         self._changed = asyncio.Event()  # a request was added or answered, or reading ended
         self._gone = asyncio.Event()
         self._holds = 0  # responses with a KIP-13 hold not yet sent
-        self._held_dropped = False  # one was dropped, its client gone: read nothing more
+        self.held_dropped = False  # one was dropped, its client gone: read nothing more
         self._sender: asyncio.Task[None] | None = None
-        self._sender_idle = True  # nothing for the sending task to do: a reply may go out inline
+        self._sender_idle = True  # no sending task at work (none, or parked): a reply may go out inline
+        self._kicked = asyncio.Event()  # the parked sending task has something only it handles
+        self._closed = False  # a request failed or was refused: the connection closes, nothing more is sent
         # Produce appends of this connection's requests whose writes are queued and not yet done
         # (broker.log.writer): a later non-Produce request waits for them (next_may_start).
         self._appends: set[asyncio.Future[Any]] = set()
@@ -362,12 +460,20 @@ class Connection:
         return self._sendfile_fd >= 0
 
     @property
+    def pending(self) -> deque[_Request]:
+        """Requests read and not yet answered, oldest first."""
+        return self._order
+
+    @property
     def in_flight(self) -> bool:
         """A request read and not yet answered, or an answer not yet all sent (idle expiry)."""
         return bool(self._order) or bool(self._backlog)
 
     def _current(self) -> _Request | None:
-        task = asyncio.current_task()
+        eager = self._eager
+        if eager is not None:
+            return eager
+        task = asyncio.current_task(self._loop)
         return self._by_task.get(task) if task is not None else None
 
     def request_processed(self) -> None:
@@ -419,8 +525,7 @@ class Connection:
 
     def mute_for(self, seconds: float) -> None:
         """Read nothing more from this connection for `seconds`."""
-        loop = asyncio.get_running_loop()
-        self.mute_until = max(self.mute_until, loop.time() + seconds)
+        self.mute_until = max(self.mute_until, self._loop.time() + seconds)
 
     def hold(self, pieces: Sequence[Piece], seconds: float) -> None:
         """Send this response only after `seconds`, reading nothing meanwhile."""
@@ -429,7 +534,7 @@ class Connection:
             self._send(pieces)
             return
         req.reply = _in_memory(pieces)
-        req.hold_until = asyncio.get_running_loop().time() + seconds
+        req.hold_until = self._loop.time() + seconds
         self._holds += 1
         self.mute_for(seconds)
 
@@ -462,8 +567,8 @@ class Connection:
         if self._backlog:
             self._queue(pieces)  # behind a file range still being sent
             self._pump()
-        elif all(type(p) is not FileSlice for p in pieces):
-            self.writer.writelines(pieces)  # type: ignore[arg-type]
+        elif FileSlice not in map(type, pieces):
+            self.writer.transport.writelines(pieces)  # type: ignore[arg-type]
         elif self._sendfile_fd < 0:
             self.writer.writelines(_in_memory(pieces))
         else:
@@ -595,7 +700,7 @@ class Connection:
     async def wait_until_unmuted(self) -> bool:
         """Before reading the next request: wait out a mute. False when the peer hung up while a
         response was held (the frames it sent after are dropped with it)."""
-        if self._held_dropped or (self.peer_gone and self._holds):
+        if self.held_dropped or (self.peer_gone and self._holds):
             return False
         if not self.mute_until:
             return True
@@ -672,16 +777,33 @@ class Connection:
         still has its request run up to its first wait (a Produce appends before that, so
         an acks=0 producer that sends and closes loses nothing).
         """
-        req = self._current()
+        req = self.begin_abandonable()
         if req is None:
             return await aw
-        req.abandonable = True
-        if self.peer_gone and req.task is not None:
-            req.task.cancel()
         try:
             return await aw
         finally:
             req.abandonable = False
+
+    async def leave_reader(self) -> None:
+        """Called by a request started in the reading task (`start`, eager) before anything bound
+        to the task it runs in (asyncio.timeout, as every ZooKeeper call uses): from here it
+        continues in a task of its own. Otherwise nothing."""
+        if self._eager is not None:
+            await asyncio.sleep(0)
+
+    def begin_abandonable(self) -> _Request | None:
+        """run_abandonable without a coroutine of its own (the dispatcher's hot path): marks the
+        current request abandonable and returns it; the caller resets `abandonable` after its
+        wait. A request started in the reading task has no task to cancel yet: `start` cancels
+        the one it gets if the peer has gone by then."""
+        req = self._current()
+        if req is None:
+            return None
+        req.abandonable = True
+        if self.peer_gone and req.task is not None:
+            req.task.cancel()
+        return req
 
     # ---- the pipeline (the listener's reading task, and the sending task) -----------------
 
@@ -690,16 +812,45 @@ class Connection:
             self._changed.clear()
             await self._changed.wait()
 
-    def start(self, handling: Coroutine[Any, Any, bool], release: Callable[[], None]) -> _Request:
-        """Run one request in its own task; its response is sent after every earlier one."""
+    def start(self, handling: Coroutine[Any, Any, bool], release: Callable[[], None],
+              eager: bool = False) -> _Request:
+        """Run one request; its response is sent after every earlier one.
+
+        In a task of its own, or with `eager` first here, in the reading task, up to its first
+        wait: a request answered without waiting (an acks=1 Produce, a Fetch with data ready)
+        then costs no task, no future and no loop turn, and one that waits continues in a task
+        from where it stopped. Eager requests must not depend on the task they run in up to
+        their first wait (asyncio.timeout, current_task): the dispatcher names the APIs."""
         req = _Request(release)
-        task = asyncio.create_task(handling)
-        req.task = task
         self._order.append(req)
+        loop = self._loop
+        self.last_active = loop.time()
+        if eager:
+            self._eager = req
+            try:
+                yielded = handling.send(None)
+            except StopIteration as stop:
+                req.result = bool(stop.value)
+                req.finished = True
+                req.mark_processed()
+                return req
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as e:  # as a task would hold it (a CancelledError: cancelled)
+                req.error = e
+                req.finished = True
+                req.mark_processed()
+                return req
+            finally:
+                self._eager = None
+            handling = _Resumed(handling, yielded)
+        task = loop.create_task(handling)
+        req.task = task
         self._by_task[task] = req
-        task.add_done_callback(lambda _: req.mark_processed())
-        req.watch = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self.watch_hangup)
-        self.last_active = asyncio.get_running_loop().time()
+        task.add_done_callback(lambda _: self._task_done(req))
+        req.watch = loop.call_later(WATCH_AFTER_S, self.watch_hangup)
+        if eager and req.abandonable and self.peer_gone:
+            task.cancel()  # as run_abandonable would have (its wait is cut short)
         return req
 
     async def settle(self, req: _Request) -> bool:
@@ -708,63 +859,108 @@ class Connection:
         The common case, a request answered at once with nothing before it still waiting, is
         answered here, in the reading task: the sending task exists for the requests that wait,
         and a connection that never has one waiting costs no second task or wake-up."""
-        await req.processed
-        task = req.task
-        assert task is not None
+        if not req.processed:
+            req.waiter = self._loop.create_future()
+            await req.waiter
+            req.waiter = None
         if self._unsent() > WRITE_HIGH_WATER:
             await self._wait_sent()  # answers the client does not read hold up its next requests
-        if (task.done() and self._sender_idle and self._order and self._order[0] is req
-                and not task.cancelled() and task.exception() is None and not req.hold_until):
-            handled = bool(task.result())
+        if (req.task is None and req.error is None and self._sender_idle and self._order
+                and self._order[0] is req and not req.hold_until):
+            # Finished in this task (Connection.start, eager), the oldest, nothing to hold: the
+            # common case of the test below, without its calls.
+            if req.result and req.reply is not None:
+                self._send(req.reply)
+            self._answered(req, notify=False)
+            return req.result
+        done = req.done()
+        if (done and self._sender_idle and self._order and self._order[0] is req
+                and not req.cancelled() and req.failure() is None and not req.hold_until):
+            handled = req.handled()
             if handled and req.reply is not None:  # None: sent already, or nothing to send
                 self._send(req.reply)
             self._answered(req, notify=False)
             return handled
+        self._deliver()  # finished and first (then answered above, unless only the sending task may)
+        return not (done and (req.cancelled() or req.failure() is not None or not req.handled()))
+
+    def _task_done(self, req: _Request) -> None:
+        """A request's task ended: the next request may start, and its answer (with those after
+        it that are ready) goes out now if it is the oldest."""
+        req.mark_processed()
+        self._deliver()
+
+    def _deliver(self) -> None:
+        """The answers of the finished requests at the head of the order, in order, in one write,
+        here and now: the sending task's common case without waking it. Stops at a request still
+        running (its task's end calls this again), and leaves to the sending task (`_kick`) what
+        only it handles: a held response (KIP-13), a failed, refused or abandoned request, a
+        client not reading its answers. Nothing while that task is at work: it goes on in order
+        and looks at the head again before it parks."""
+        if not self._sender_idle:
+            return
+        order = self._order
+        batch: list[Bytes] = []
+        while order:
+            req = order[0]
+            if not req.done():
+                break
+            if (self._closed or req.hold_until or req.cancelled() or req.failure() is not None
+                    or not req.handled() or self._unsent() > WRITE_HIGH_WATER):
+                self._kick()
+                break
+            if req.reply is not None:
+                batch.extend(req.reply)
+            self._answered(req)
+        if batch:
+            self._send(batch)
+        if self._reading_done and not order and self._sender is not None:
+            self._kicked.set()  # so that a parked sending task ends
+
+    def _kick(self) -> None:
+        """The sending task looks at the head of the order (started if there is none)."""
         if self._sender is None:
-            self._sender_idle = False  # busy from now until it finds nothing left to send
-            self._sender = asyncio.create_task(self._send_in_order())
-        self._changed.set()
-        return not (task.done() and (task.cancelled() or task.exception() is not None or not task.result()))
+            self._sender_idle = False  # at work from now until it parks
+            self._sender = self._loop.create_task(self._send_in_order())
+        else:
+            self._kicked.set()
 
     async def _send_in_order(self) -> None:
         """The responses, strictly in request order; a failed or refused request closes the connection.
 
-        Responses that are ready together (acks=all produces completed by one high-watermark
-        move) go out in one write: one system call for the lot."""
-        loop = asyncio.get_running_loop()
-        closed = False
+        Started for what `_deliver` leaves to it, it answers requests in order while their tasks
+        are done, then parks until kicked again: a request finishing later is answered by
+        `_deliver` from its task's end, not by waking this task. Responses that are ready
+        together go out in one write: one system call for the lot."""
+        loop = self._loop
         ready: list[Bytes] = []
         while True:
-            following = self._order[0].task if self._order else None
-            if following is None or not following.done():
+            order = self._order
+            if not order or not order[0].done():
                 await self._flush(ready)  # nothing more is ready to go with them
-            while not self._order:
-                if self._reading_done:
-                    return
-                self._changed.clear()
-                self._sender_idle = True
-                try:
-                    await self._changed.wait()
-                finally:
-                    self._sender_idle = False
-            req = self._order[0]
-            task = req.task
-            assert task is not None
+                if not order or not order[0].done():  # (the flush may have waited for the client)
+                    if self._reading_done and not order:
+                        return
+                    self._kicked.clear()
+                    self._sender_idle = True
+                    try:
+                        await self._kicked.wait()
+                    finally:
+                        self._sender_idle = False
+                    continue
+            req = order[0]
             try:
-                if not task.done():
-                    await self._flush(ready)
-                    await asyncio.wait((task,))  # not `await task`: cancelling the sender leaves it be
-                if closed or task.cancelled():
+                if self._closed or req.cancelled():
                     continue  # abandoned: its client is gone
-                error = task.exception()
+                error = req.failure()
                 if error is not None:
                     log.error("connection.failed", peer=self.peer, exc_info=error)
-                    closed = True
+                    self._closed = True
                     await self._flush(ready)
                     self.writer.close()
                     continue
-                if not task.result():  # a frame the dispatcher refused: close after the answers before it
-                    closed = True
+                if not req.handled():  # a frame the dispatcher refused: close after the answers before it
+                    self._closed = True
                     await self._flush(ready)
                     self.writer.close()
                     continue
@@ -774,7 +970,7 @@ class Connection:
                     await self._flush(ready)
                     await self._hold(req, req.hold_until - loop.time())
                     if self.peer_gone:
-                        self._held_dropped = True
+                        self.held_dropped = True
                         continue
                 ready.extend(req.reply)
             finally:
@@ -800,9 +996,9 @@ class Connection:
         req.reply = None
         if req.watch is not None:
             req.watch.cancel()
-        if not self._order:
+        if not self._order and self.hangups:
             self.unwatch_hangup()
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = self._loop.time()
         if notify:
             self._changed.set()
 
@@ -831,6 +1027,7 @@ class Connection:
         """Reading has ended: answer what was read (or cancel it all, when the listener stops)."""
         self._reading_done = True
         self._changed.set()
+        self._kicked.set()  # a parked sending task looks again (and ends, once all is answered)
         tasks: list[asyncio.Task[Any]] = [r.task for r in self._order if r.task is not None]
         for req in self._order:
             if req.task is not None and (abort or (self.peer_gone and req.abandonable)):
@@ -841,6 +1038,13 @@ class Connection:
             tasks.append(self._sender)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        # What the requests' ends left to the sending task (one may have started it meanwhile).
+        self._deliver()
+        while self._sender is not None and not self._sender.done():
+            if abort:
+                self._sender.cancel()
+            self._kicked.set()
+            await asyncio.gather(self._sender, return_exceptions=True)
         self._backlog_to_transport()
         for req in self._order:
             req.release()
@@ -874,6 +1078,10 @@ class HangupWatch:
     def __init__(self) -> None:
         self._epoll: select.epoll | None = None
         self._conns: dict[int, Connection] = {}
+
+    def __len__(self) -> int:
+        """Sockets watched (none, almost always: a connection not watched need not be looked up)."""
+        return len(self._conns)
 
     def add(self, fd: int, conn: Connection) -> None:
         """Watch `fd` for `conn` (again: a no-op; a stale entry of a closed socket is replaced)."""
@@ -1150,12 +1358,19 @@ class Listener:
 
     async def _serve(self, conn: Connection) -> None:
         reader = conn.reader
-        max_in_flight = self.limits.max_in_flight
+        limits = self.limits
+        max_in_flight = limits.max_in_flight
+        # The dispatcher's choice of requests started in this task (Connection.start, eager).
+        eager = getattr(self.dispatcher, "starts_at_once", None)
         while True:
-            if not await conn.wait_until_unmuted():
+            # Each wait is entered only when it may wait: a coroutine call per request less.
+            if (conn.mute_until or conn.peer_gone or conn.held_dropped) and not await conn.wait_until_unmuted():
                 return
-            await conn.wait_for_room(max_in_flight)
-            size = await reader.read_size()
+            if len(conn.pending) >= max_in_flight:
+                await conn.wait_for_room(max_in_flight)
+            size = reader.size_now()
+            if size is None:
+                size = await reader.read_size()
             # Before authentication first: there Kafka reads every frame through the SASL
             # authenticator's bounded receive, so a negative size or one above
             # socket.request.max.bytes is an authentication failure as well (counted, delayed).
@@ -1166,15 +1381,18 @@ class Listener:
                 log.warning("connection.bad_frame_size", peer=conn.peer, size=size,
                             limit=self.max_frame_bytes)
                 return
-            release = await self.limits.reserve(size)
+            release = _nothing if limits.queued_max_bytes is None else await limits.reserve(size)
             try:
-                frame = await reader.read_frame(size)
+                frame = reader.frame_now(size)
+                if frame is None:
+                    frame = await reader.read_frame(size)
             except BaseException:
                 release()
                 raise
             # The frame is referenced only by its request's task, so a response held for its
             # throttle time no longer keeps the request's records alive.
-            req = conn.start(self.dispatcher.handle(conn, frame), release)
+            req = conn.start(self.dispatcher.handle(conn, frame), release,
+                             eager is not None and eager(frame))
             del frame
             # Appends stay in arrival order: the next request starts once this one is done or waits.
             if not await conn.settle(req):

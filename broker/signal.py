@@ -53,10 +53,19 @@ class KeyedSignal:
         self._watchers: Watchers[Hashable, asyncio.Future[None]] = Watchers(self._now)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
+        self._cached_loop: asyncio.AbstractEventLoop | None = None
 
-    @staticmethod
-    def _now() -> float:
-        return asyncio.get_running_loop().time()
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The loop it is used on, found once: each asyncio.get_running_loop() costs a getpid()
+        system call (2-3 us on this machine's virtual CPUs), and every wait and timer asked for it.
+        Found again if that loop was closed (a signal outliving its loop, in tests)."""
+        loop = self._cached_loop
+        if loop is None or loop.is_closed():
+            loop = self._cached_loop = asyncio.get_running_loop()
+        return loop
+
+    def _now(self) -> float:
+        return self._loop().time()
 
     def watching(self, key: Hashable) -> int:
         return self._watchers.watching(key)
@@ -66,7 +75,7 @@ class KeyedSignal:
 
     async def wait(self, keys: Iterable[Hashable], timeout: float) -> None:
         """Until one of `keys` fires after this call, or `timeout` seconds."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[None] = self._loop().create_future()
         self._watchers.watch(fut, keys, timeout)
         self._arm()
         try:
@@ -94,7 +103,7 @@ class KeyedSignal:
                 return
             self._timer.cancel()
         self._timer_at = deadline
-        self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
+        self._timer = self._loop().call_at(deadline, self._expire)
 
     def _expire(self) -> None:
         self._timer = None

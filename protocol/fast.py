@@ -225,7 +225,26 @@ _FETCH_PARTITION_V12 = struct.Struct(">iiqiqi")  # last fetched epoch after the 
 
 
 def decode_fetch_request(buf: bytes | memoryview, version: int) -> dict[str, Any]:
-    """A Fetch v0-12 request body; fields a version lacks take Kafka's defaults (v12: flexible)."""
+    """A Fetch v0-12 request body; fields a version lacks take Kafka's defaults (v12: flexible).
+
+    Each partition a dict with the schema's names (decode_fetch_request_rows has them as rows)."""
+    request = decode_fetch_request_rows(buf, version)
+    request["topics"] = [{"topic": t["topic"], "partitions": [
+        {"partition": partition, "current_leader_epoch": epoch, "fetch_offset": fetch_offset,
+         "partition_max_bytes": partition_max_bytes}
+        for partition, epoch, fetch_offset, partition_max_bytes in t["partitions"]]} for t in request["topics"]]
+    return request
+
+
+# A decoded Fetch request partition (decode_fetch_request_rows): partition, current leader epoch
+# (-1 before v9), fetch offset, partition max bytes.
+FetchPartitionRow = tuple[int, int, int, int]
+
+
+def decode_fetch_request_rows(buf: bytes | memoryview, version: int) -> dict[str, Any]:
+    """decode_fetch_request with each topic's partitions as FetchPartitionRow tuples: a
+    follower's fetch names every partition it follows in every round of replication, and a dict
+    for each cost more than the rest of its decoding."""
     if not 0 <= version <= 12:
         raise ProtocolError(f"Fetch v{version} is not served")
     if version >= 12:
@@ -250,17 +269,15 @@ def decode_fetch_request(buf: bytes | memoryview, version: int) -> dict[str, Any
         n = c.count(part.size)
         at = c.need(n * part.size)
         rows = part.iter_unpack(c.buf[at:at + n * part.size])
+        parts: list[FetchPartitionRow]
         if version >= 9:
-            parts = [{"partition": partition, "current_leader_epoch": epoch, "fetch_offset": fetch_offset,
-                      "partition_max_bytes": partition_max_bytes}
+            parts = [(partition, epoch, fetch_offset, partition_max_bytes)
                      for partition, epoch, fetch_offset, _start, partition_max_bytes in rows]
         elif version >= 5:
-            parts = [{"partition": partition, "current_leader_epoch": -1, "fetch_offset": fetch_offset,
-                      "partition_max_bytes": partition_max_bytes}
+            parts = [(partition, -1, fetch_offset, partition_max_bytes)
                      for partition, fetch_offset, _start, partition_max_bytes in rows]
         else:
-            parts = [{"partition": partition, "current_leader_epoch": -1, "fetch_offset": fetch_offset,
-                      "partition_max_bytes": partition_max_bytes}
+            parts = [(partition, -1, fetch_offset, partition_max_bytes)
                      for partition, fetch_offset, partition_max_bytes in rows]
         topics.append({"topic": name, "partitions": parts})
     forgotten: list[dict[str, Any]] = []
@@ -298,8 +315,7 @@ def _decode_flexible_fetch_request(buf: bytes | memoryview) -> dict[str, Any]:
         for _ in range(_compact_count(c, _FETCH_PARTITION_V12.size + 1)):
             partition, epoch, fetch_offset, _last_epoch, _start, partition_max_bytes = c.unpack(_FETCH_PARTITION_V12)
             _skip_tagged_fields(c)
-            parts.append({"partition": partition, "current_leader_epoch": epoch, "fetch_offset": fetch_offset,
-                          "partition_max_bytes": partition_max_bytes})
+            parts.append((partition, epoch, fetch_offset, partition_max_bytes))
         _skip_tagged_fields(c)
         topics.append({"topic": name, "partitions": parts})
     forgotten = []
@@ -345,6 +361,30 @@ def encode_fetch_response(version: int, throttle_time_ms: int, responses: list[d
     At v12 every tagged section is empty: the response tags (diverging epoch, current leader,
     snapshot id) are KRaft's and Debian's kcat fails on a section longer than one byte.
     """
+    return encode_fetch_response_rows(version, throttle_time_ms, [(t["topic"], [
+        (p["partition_index"], p["error_code"], p["high_watermark"], p.get("last_stable_offset", -1),
+         p.get("log_start_offset", -1), p.get("aborted_transactions"), p["records"], p.get("preferred_read_replica", -1))
+        for p in t["partitions"]]) for t in responses], error_code, session_id)
+
+
+# A Fetch response partition (encode_fetch_response_rows): partition index, error code, high
+# watermark, last stable offset, log start offset, aborted transactions (None, or dicts with
+# producer_id and first_offset), records (bytes, or any piece with a length: a file range),
+# preferred read replica.
+FetchResponseRow = tuple[int, int, int, int, int, "list[dict[str, int]] | None", Any, int]
+# A partition's fixed fields up to its records' length, when it has no aborted transactions
+# (null): (index, error, high watermark, [last stable offset v4+], [log start offset v5+],
+# [-1: null aborted transactions v4+], [preferred read replica v11+], records length).
+_ROW_V0, _ROW_V4 = struct.Struct(">ihqi"), struct.Struct(">ihqqii")
+_ROW_V5, _ROW_V11 = struct.Struct(">ihqqqii"), struct.Struct(">ihqqqiii")
+
+
+def encode_fetch_response_rows(version: int, throttle_time_ms: int,
+                               responses: list[tuple[str, list[FetchResponseRow]]],
+                               error_code: int = 0, session_id: int = 0) -> list[bytes]:
+    """encode_fetch_response with each topic as (name, rows) and each partition a
+    FetchResponseRow: one struct call for a partition's fixed fields (a follower's fetch answers
+    every partition it follows, most of them idle, in every round of replication)."""
     flex = version >= 12
     pieces: list[bytes] = []
     head = bytearray()
@@ -353,20 +393,36 @@ def encode_fetch_response(version: int, throttle_time_ms: int, responses: list[d
     if version >= 7:
         head += _HI.pack(error_code, session_id)
     head += uvarint(len(responses) + 1) if flex else _I.pack(len(responses))
-    for t in responses:
-        name = t["topic"].encode()
+    row = None if flex else _ROW_V11 if version >= 11 else _ROW_V5 if version >= 5 else _ROW_V4 if version >= 4 else _ROW_V0
+    for topic, parts in responses:
+        name = topic.encode()
         head += uvarint(len(name) + 1) if flex else _H.pack(len(name))
         head += name
-        parts = t["partitions"]
         head += uvarint(len(parts) + 1) if flex else _I.pack(len(parts))
-        for p in parts:
-            records = p["records"]
-            head += _IHQ.pack(p["partition_index"], p["error_code"], p["high_watermark"])
+        for index, error, high_watermark, last_stable, log_start, aborted, records, preferred in parts:
+            if row is not None and aborted is None and records is not None:
+                # The common case, one struct call: every field up to the records' length.
+                size = len(records)
+                if version >= 11:
+                    head += row.pack(index, error, high_watermark, last_stable, log_start, -1, preferred, size)
+                elif version >= 5:
+                    head += row.pack(index, error, high_watermark, last_stable, log_start, -1, size)
+                elif version >= 4:
+                    head += row.pack(index, error, high_watermark, last_stable, -1, size)
+                else:
+                    head += row.pack(index, error, high_watermark, size)
+                if size > 4096:
+                    pieces.append(bytes(head))
+                    pieces.append(records)
+                    head = bytearray()
+                elif size:
+                    head += records
+                continue
+            head += _IHQ.pack(index, error, high_watermark)
             if version >= 4:
-                head += _Q.pack(p.get("last_stable_offset", -1))
+                head += _Q.pack(last_stable)
                 if version >= 5:
-                    head += _Q.pack(p.get("log_start_offset", -1))
-                aborted = p.get("aborted_transactions")
+                    head += _Q.pack(log_start)
                 if aborted is None:
                     head += b"\x00" if flex else _NULL_ARRAY
                 else:
@@ -376,7 +432,7 @@ def encode_fetch_response(version: int, throttle_time_ms: int, responses: list[d
                         if flex:
                             head += b"\x00"  # each element's tagged section
                 if version >= 11:
-                    head += _I.pack(p.get("preferred_read_replica", -1))
+                    head += _I.pack(preferred)
             if records is None:
                 head += b"\x00" if flex else _NULL_ARRAY
             else:

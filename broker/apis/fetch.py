@@ -89,7 +89,7 @@ from broker.dispatch import RequestContext
 from broker.log import KafkaStorageError, OffsetOutOfRange
 from broker.zk.config_entities import quota_user
 from protocol.errors import ErrorCode
-from protocol.fast import decode_fetch_request, encode_fetch_response
+from protocol.fast import FetchResponseRow, decode_fetch_request_rows, encode_fetch_response_rows
 from protocol.messages import fetch as messages
 from protocol.records.down_convert import down_convert, fit, needs_conversion, target_magic
 from protocol.records.errors import RecordsError
@@ -113,7 +113,9 @@ FULL_FETCH_EPOCHS = (0, -1)
 
 
 def decode(buf: memoryview, version: int) -> dict[str, Any]:
-    return decode_fetch_request(buf, version)
+    """The request with each partition a row: (partition, current leader epoch, fetch offset,
+    partition max bytes) (protocol.fast.decode_fetch_request_rows)."""
+    return decode_fetch_request_rows(buf, version)
 
 
 def _refused_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, int]:
@@ -132,14 +134,16 @@ def _refused_topics(ctx: RequestContext, request: dict[str, Any]) -> dict[str, i
 
 def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
               zstd_topics: frozenset[str] = frozenset(),
-              refused: dict[str, int] | None = None) -> tuple[list[dict[str, Any]], int, int, bool, bool]:
+              refused: dict[str, int] | None = None,
+              ) -> tuple[list[tuple[str, list[FetchResponseRow]]], int, int, bool, bool]:
     """One pass over the request's partitions: (responses, bytes read, throttled bytes, whether a
     throttled partition was held back, whether a partition outside `refused` topics has an error).
 
     A follower's fetch names every partition it follows, in every round of replication, and most
     are idle (all of its share of __consumer_offsets): the loop reads each partition's state once
     into locals, checks and records a follower's fetch in one call, and keeps the clock reading
-    and the throttled set per request and topic, not per partition."""
+    and the throttled set per request and topic, not per partition; each partition's answer is
+    one tuple (protocol.fast.FetchResponseRow), made once its outcome is known."""
     services = ctx.services
     rm = services.replicas
     partitions = rm.partitions
@@ -162,15 +166,18 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
     storage_error = ErrorCode.KAFKA_STORAGE_ERROR if version > 5 else ErrorCode.NOT_LEADER_FOR_PARTITION
     allowance = float("inf")
     min_grant = 0.0
-    responses = []
+    # No transactions: READ_COMMITTED gets an empty list of aborted ones, READ_UNCOMMITTED null.
+    # (One list for every partition: the encoder only reads it.)
+    aborted: list[dict[str, int]] | None = [] if read_committed else None
+    follower_fetch = rm.follower_fetch
+    responses: list[tuple[str, list[FetchResponseRow]]] = []
     for topic in request["topics"]:
         name = topic["topic"]
-        parts = []
+        parts: list[FetchResponseRow] = []
         refused_code = refused.get(name, 0) if refused else 0
         throttled_here = _NO_PARTITIONS if consumer else leader_quota.throttled_partitions(name)
         zstd = name in zstd_topics
-        for fp in topic["partitions"]:
-            idx = fp["partition"]
+        for idx, asked_epoch, offset, partition_max_bytes in topic["partitions"]:
             if refused_code:
                 parts.append(_failed(idx, refused_code))
                 continue
@@ -189,7 +196,6 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                 errors = True
                 continue
             # Before the leader check, as Kafka's localLogWithEpochOrException does.
-            asked_epoch = fp.get("current_leader_epoch", -1)
             if asked_epoch >= 0 and part.leader_epoch >= 0 and asked_epoch != part.leader_epoch:
                 parts.append(_failed(idx, ErrorCode.FENCED_LEADER_EPOCH if asked_epoch < part.leader_epoch
                                      else ErrorCode.UNKNOWN_LEADER_EPOCH))
@@ -199,7 +205,6 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                 parts.append(_failed(idx, ErrorCode.NOT_LEADER_FOR_PARTITION))
                 errors = True
                 continue
-            offset = fp["fetch_offset"]
             throttled = limited = False
             if not consumer:
                 # Validated before anything is recorded: a fetch offset is taken as the
@@ -209,7 +214,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                 # re-reads): a long poll re-read after the controller dropped this follower
                 # (controlled shutdown) would put a replica that is going away back into the
                 # ISR and pin the high watermark to its log end until it lags out.
-                check = rm.follower_fetch(part, replica_id, offset, record=first_pass, now_ms=now_ms)
+                check = follower_fetch(part, replica_id, offset, record=first_pass, now_ms=now_ms)
                 if check == "out_of_range":
                     parts.append(_failed(idx, ErrorCode.OFFSET_OUT_OF_RANGE))
                     errors = True
@@ -226,7 +231,7 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                         allowance = leader_quota.allowance()
                         min_grant = leader_quota.min_grant()
                     # Wait for a grant worth sending (or for the whole ask, when it is smaller).
-                    grant_floor = max(min(fp["partition_max_bytes"], limit, min_grant), 1)
+                    grant_floor = max(min(partition_max_bytes, limit, min_grant), 1)
                     if exceeded or allowance - limited_bytes < grant_floor:
                         held_back = True
                         parts.append(_answer(idx, part))
@@ -239,16 +244,13 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
             log = part.log
             hw = part.high_watermark
             log_start = log.log_start_offset
-            out: dict[str, Any] = {"partition_index": idx, "error_code": 0, "high_watermark": hw,
-                                   "last_stable_offset": hw, "log_start_offset": log_start,
-                                   "aborted_transactions": [] if read_committed else None, "records": b""}
-            parts.append(out)
             if offset == (hw if consumer else log.log_end_offset) and log_start <= offset:
                 # Caught up: nothing to read, and the read would find nothing (an empty slice).
                 # Most partitions of a follower's fetch are idle (all of __consumer_offsets in
                 # every round of replication), and each costed a log lookup on every pass.
+                parts.append((idx, 0, hw, hw, log_start, aborted, b"", -1))
                 continue
-            size = max(0, min(fp["partition_max_bytes"], limit))
+            size = max(0, min(partition_max_bytes, limit))
             if limited:
                 size = int(min(size, allowance - limited_bytes))
             try:
@@ -260,16 +262,16 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                 data = sl if sl.length >= SENDFILE_FROM and convert_to == 2 and sends_files else (
                     sl.read_bytes() if sl.length else b"")
             except OffsetOutOfRange:
-                out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                parts.append((idx, ErrorCode.OFFSET_OUT_OF_RANGE, hw, hw, log_start, aborted, b"", -1))
                 errors = True
                 continue
             except KafkaStorageError:
-                out["error_code"] = storage_error
+                parts.append((idx, storage_error, hw, hw, log_start, aborted, b"", -1))
                 errors = True
                 continue
             except OSError as e:  # the pread of the slice itself
                 rm.fail_dir("read", e)
-                out["error_code"] = storage_error
+                parts.append((idx, storage_error, hw, hw, log_start, aborted, b"", -1))
                 errors = True
                 continue
             if convert_to < 2 and data:
@@ -280,14 +282,14 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                     try:
                         converted = down_convert(stored, convert_to, offset)
                     except RecordsError as e:  # ZStandard (UNSUPPORTED_COMPRESSION_TYPE), or a corrupt log
-                        out["error_code"] = e.error_code
+                        parts.append((idx, e.error_code, hw, hw, log_start, aborted, b"", -1))
                         errors = True
                         continue
                     data = fit(converted, size, min_one, allow_partial=version < 3)
                 elif len(stored) > size:
                     data = stored[:size]  # Fetch v0-2: a first message above the limit is sent cut, as stored
+            parts.append((idx, 0, hw, hw, log_start, aborted, data or b"", -1))
             if data:
-                out["records"] = data
                 total += len(data)
                 if throttled:
                     throttled_bytes += len(data)
@@ -296,25 +298,24 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                 if version >= 3:
                     limit -= len(data)
                     min_one = False
-        responses.append({"topic": name, "partitions": parts})
+        responses.append((name, parts))
     return responses, total, throttled_bytes, held_back, errors
 
 
 _NO_PARTITIONS: frozenset[int] = frozenset()
+_NO_TOPICS: frozenset[str] = frozenset()
 
 
-def _failed(idx: int, code: int) -> dict[str, Any]:
+def _failed(idx: int, code: int) -> FetchResponseRow:
     """A partition's answer with an error: no offsets, no records."""
-    return {"partition_index": idx, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
-            "log_start_offset": -1, "aborted_transactions": None, "records": b""}
+    return (idx, code, -1, -1, -1, None, b"", -1)
 
 
-def _answer(idx: int, part: Partition) -> dict[str, Any]:
+def _answer(idx: int, part: Partition) -> FetchResponseRow:
     """A partition's answer without records or error: its offsets (no transactions, so the last
     stable offset is the high watermark)."""
     hw = part.high_watermark
-    return {"partition_index": idx, "error_code": 0, "high_watermark": hw, "last_stable_offset": hw,
-            "log_start_offset": part.log.log_start_offset, "aborted_transactions": None, "records": b""}
+    return (idx, 0, hw, hw, part.log.log_start_offset, None, b"", -1)
 
 
 async def _zstd_topics(ctx: RequestContext, request: dict[str, Any]) -> frozenset[str]:
@@ -327,9 +328,17 @@ async def _zstd_topics(ctx: RequestContext, request: dict[str, Any]) -> frozense
     out = set()
     for topic in request["topics"]:
         name = topic["topic"]
-        led = any((part := services.replicas.get(name, fp["partition"])) is not None
+        led = any((part := services.replicas.get(name, fp[0])) is not None
                   and part.leader == services.broker_id for fp in topic["partitions"])
-        if led and (await services.roles.topic_configs.get(name)).get("compression.type") == "zstd":
+        if not led:
+            continue
+        configs = services.roles.topic_configs
+        cfg = configs.cached(name)
+        if cfg is None:
+            # A ZooKeeper read is bound to its task (asyncio.timeout): not in the reading task.
+            await ctx.conn.leave_reader()
+            cfg = await configs.get(name)
+        if cfg.get("compression.type") == "zstd":
             out.add(name)
     return frozenset(out)
 
@@ -339,7 +348,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     if ctx.api_version >= 7 and request.get("session_epoch", -1) not in FULL_FETCH_EPOCHS:
         # An incremental fetch names a session; none is ever created (session_id 0 in every
         # answer), so it cannot exist: Kafka's SessionErrorContext answer.
-        return encode_fetch_response(ctx.api_version, 0, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0)
+        return encode_fetch_response_rows(ctx.api_version, 0, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0)
     rm = services.replicas
     consumer = request["replica_id"] < 0
     throttle_ms = 0
@@ -352,7 +361,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
     min_bytes = request["min_bytes"]
     first_pass = True
     keys: list[tuple[str, int]] | None = None
-    zstd_topics = await _zstd_topics(ctx, request)
+    zstd_topics = await _zstd_topics(ctx, request) if consumer and ctx.api_version < ZSTD_FETCH_FROM else _NO_TOPICS
     refused = _refused_topics(ctx, request)
     while True:
         # A refused topic's partitions do not count among `errors`: they do not end the wait (as
@@ -365,7 +374,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
         if total >= min_bytes or remaining <= 0 or errors:
             if throttled_bytes:
                 services.throttles.leader.record(throttled_bytes)
-            pieces = encode_fetch_response(ctx.api_version, throttle_ms, responses)
+            pieces = encode_fetch_response_rows(ctx.api_version, throttle_ms, responses)
             if consumer:
                 services.fetch_quotas.record_only(ctx.client_id, 4 + sum(len(p) for p in pieces), services.now_ms(),
                                                   user=quota_user(ctx.principal))
@@ -376,7 +385,7 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes]:
         # From here the request only waits: the connection's next request may be read.
         ctx.conn.request_processed()
         if keys is None:
-            keys = [(t["topic"], fp["partition"]) for t in request["topics"] for fp in t["partitions"]]
+            keys = [(t["topic"], fp[0]) for t in request["topics"] for fp in t["partitions"]]
         # Woken only by the partitions it asks for (an append elsewhere costs it nothing).
         # Partitions held back by the leader throttle get their budget back continuously, so
         # look again soon rather than only when something is appended.

@@ -92,16 +92,46 @@ def served_versions() -> tuple[int, int]:
 CLIENT_THROTTLES_FROM = 6
 
 
-async def _validation_config(services: BrokerServices, topic: str) -> ValidationConfig:
-    """The topic's validation settings, each with Kafka's fallback.
+# Each topic's ValidationConfig with what it was made from (its config dict, which a change
+# replaces, and the broker's message.max.bytes): made again only when either changed.
+_VALIDATION: dict[str, tuple[dict[str, str], int, ValidationConfig]] = {}
+_VALIDATION_MAX = 10_000  # topics remembered (deleted ones linger until it is full, then all go)
 
-    The topic's configs are cached once this broker leads one of its partitions, and kept
-    current by config change notifications, so this does not reach ZooKeeper per request.
-    """
-    cfg = await services.roles.topic_configs.get(topic)
+
+def _cached_validation_config(services: BrokerServices, topic: str) -> ValidationConfig | None:
+    """The topic's validation settings when its configs are cached (once this broker leads one of
+    its partitions, kept current by config change notifications): no ZooKeeper, no await."""
+    cfg = services.roles.topic_configs.cached(topic)
+    if cfg is None:
+        return None
+    max_bytes = services.config.message_max_bytes
+    hit = _VALIDATION.get(topic)
+    if hit is not None and hit[0] is cfg and hit[1] == max_bytes:
+        return hit[2]
+    config = _make_validation_config(topic, cfg, max_bytes)
+    if len(_VALIDATION) >= _VALIDATION_MAX:
+        _VALIDATION.clear()
+    _VALIDATION[topic] = (cfg, max_bytes, config)
+    return config
+
+
+async def _validation_config(ctx: RequestContext, topic: str) -> ValidationConfig:
+    """The topic's validation settings, each with Kafka's fallback."""
+    cached = _cached_validation_config(ctx.services, topic)
+    if cached is not None:
+        return cached
+    # Read from ZooKeeper, whose calls are bound to the task they run in (asyncio.timeout):
+    # not from the connection's reading task (broker.network.Connection.start, eager).
+    await ctx.conn.leave_reader()
+    services = ctx.services
+    return _make_validation_config(topic, await services.roles.topic_configs.get(topic),
+                                   services.config.message_max_bytes)
+
+
+def _make_validation_config(topic: str, cfg: dict[str, str], message_max_bytes: int) -> ValidationConfig:
     ts_type = LOG_APPEND_TIME if cfg.get("message.timestamp.type") == "LogAppendTime" else CREATE_TIME
     return ValidationConfig(
-        max_message_bytes=topic_int(topic, cfg, "max.message.bytes", services.config.message_max_bytes),
+        max_message_bytes=topic_int(topic, cfg, "max.message.bytes", message_max_bytes),
         timestamp_type=ts_type,
         timestamp_difference_max_ms=topic_int(topic, cfg, "message.timestamp.difference.max.ms",
                                               NO_TIMESTAMP_LIMIT),
@@ -187,9 +217,9 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> list[bytes] | 
             if records is None or len(records) == 0:
                 entry["error_code"] = ErrorCode.INVALID_RECORD if version >= 3 else ErrorCode.CORRUPT_MESSAGE
                 continue
-            config = await _validation_config(services, name)
-            submitted.append((entry, part, await rm.submit_append(part, records, acks, config, version,
-                                                                   transactional_id)))
+            config = _cached_validation_config(services, name) or await _validation_config(ctx, name)
+            submitted.append((entry, part, rm.submit_append_now(part, records, acks, config, version,
+                                                                  transactional_id)))
     if submitted:
         # Every append of the request has its offsets; their writes are queued (broker.log.writer).
         # The connection's next request may start now (a non-Produce one waits for these writes,

@@ -222,6 +222,7 @@ class ReplicaManager:
         self.wall_clock = wall_clock
         self.broker_id = config.broker_id
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None  # submit_append_now's, found at its first call
         # Opened at start-up (load_logs), not yet given a role by LeaderAndIsr (see the module docstring).
         self._loaded: dict[tuple[str, int], Partition] = {}
         self._loading: set[tuple[str, int]] = set()  # being opened by load_logs now
@@ -897,6 +898,12 @@ class ReplicaManager:
     async def submit_append(self, part: Partition, data: memoryview | bytes, acks: int,
                             config: ValidationConfig | None = None, produce_version: int = 2,
                             transactional_id: str | None = None) -> asyncio.Future[LeaderAppend]:
+        """submit_append_now, awaitable (it never waits)."""
+        return self.submit_append_now(part, data, acks, config, produce_version, transactional_id)
+
+    def submit_append_now(self, part: Partition, data: memoryview | bytes, acks: int,
+                          config: ValidationConfig | None = None, produce_version: int = 2,
+                          transactional_id: str | None = None) -> asyncio.Future[LeaderAppend]:
         """A leader Produce append, its write handed to the log directory's writer thread
         (broker.log.writer): returns once its offsets are assigned (in the order of the calls),
         with a future of its answer, which completes once its bytes are in the file (and the
@@ -906,7 +913,9 @@ class ReplicaManager:
         against the producer state its batches still in flight on this partition will leave, and
         queued behind them without waiting (see `_check_producer` for why that is safe).
         """
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None or loop.is_closed():  # found once: each get_running_loop() is a getpid()
+            loop = self._loop = asyncio.get_running_loop()
         answer: asyncio.Future[LeaderAppend] = loop.create_future()
         refusal = self._still_leader(part)  # the caller's check may predate an await (its config)
         if refusal is not None:
@@ -1378,7 +1387,17 @@ class ReplicaManager:
         if progress is None:
             return "not_assigned"
         if record:
-            self._record_fetch(part, tracker, replica_id, progress.log_end_offset, fetch_offset, leo, now_ms)
+            if (fetch_offset == leo and progress.log_end_offset == leo and progress.last_fetch_leader_leo == leo
+                    and replica_id in part.isr):
+                # An in-sync follower at the log end again, nothing appended since its last fetch
+                # (an idle partition, in every round of replication): all IsrTracker.on_fetch
+                # changes is the clock, and nothing else can move (no ISR expansion, no high
+                # watermark move). The same as _record_fetch, in a few attribute writes.
+                if now_ms > progress.last_caught_up_ms:
+                    progress.last_caught_up_ms = now_ms
+                progress.last_fetch_ms = now_ms
+            else:
+                self._record_fetch(part, tracker, replica_id, progress.log_end_offset, fetch_offset, leo, now_ms)
         return "ok"
 
     def record_follower_fetch(self, part: Partition, follower: int, fetch_offset: int, *, checked: bool = False) -> bool:

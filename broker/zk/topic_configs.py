@@ -26,6 +26,10 @@ class TopicConfigs:
         """The topic's last partition here was deleted: read afresh should the name come back."""
         self._configs.pop(topic, None)
 
+    def cached(self, topic: str) -> dict[str, str] | None:
+        """The topic's configs if known here (no ZooKeeper read); None otherwise."""
+        return self._configs.get(topic)
+
     async def get(self, topic: str) -> dict[str, str]:
         cfg = self._configs.get(topic)
         if cfg is None:

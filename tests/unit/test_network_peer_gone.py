@@ -53,9 +53,18 @@ class Script:
             raise
 
 
-@pytest.fixture
-async def served() -> AsyncIterator[tuple[Listener, Script]]:
-    script = Script()
+class EagerScript(Script):
+    """The same, each request started in the reading task up to its first wait (as the broker's
+    dispatcher starts Produce and Fetch: broker.network.Connection.start, eager)."""
+
+    @staticmethod
+    def starts_at_once(frame: bytes) -> bool:
+        return True
+
+
+@pytest.fixture(params=[False, True], ids=["task", "eager"])
+async def served(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Listener, Script]]:
+    script = EagerScript() if request.param else Script()
     listener = Listener(script, "127.0.0.1", 0, 1 << 20)  # type: ignore[arg-type]
     await listener.start()
     try:

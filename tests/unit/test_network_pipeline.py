@@ -51,17 +51,26 @@ class Script:
             self.running -= 1
 
 
-async def serve(max_in_flight: int) -> tuple[Listener, Script]:
-    script = Script()
+class EagerScript(Script):
+    """The same, each request started in the reading task up to its first wait (as the broker's
+    dispatcher starts Produce and Fetch: broker.network.Connection.start, eager)."""
+
+    @staticmethod
+    def starts_at_once(frame: bytes) -> bool:
+        return True
+
+
+async def serve(max_in_flight: int, eager: bool = False) -> tuple[Listener, Script]:
+    script = EagerScript() if eager else Script()
     listener = Listener(script, "127.0.0.1", 0, 1 << 20,  # type: ignore[arg-type]
                         ConnectionLimits(max_in_flight=max_in_flight))
     await listener.start()
     return listener, script
 
 
-@pytest.fixture
-async def pipelined() -> AsyncIterator[tuple[Listener, Script]]:
-    listener, script = await serve(16)
+@pytest.fixture(params=[False, True], ids=["task", "eager"])
+async def pipelined(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Listener, Script]]:
+    listener, script = await serve(16, eager=request.param)
     try:
         yield listener, script
     finally:
@@ -97,8 +106,9 @@ async def test_answers_come_back_in_request_order(pipelined: tuple[Listener, Scr
     assert 1 < script.most_running <= 16
 
 
-async def test_one_in_flight_is_kafkas_one_request_at_a_time() -> None:
-    listener, script = await serve(1)
+@pytest.mark.parametrize("eager", [False, True], ids=["task", "eager"])
+async def test_one_in_flight_is_kafkas_one_request_at_a_time(eager: bool) -> None:
+    listener, script = await serve(1, eager)
     try:
         frames = [b"waits:" + str(i).encode() for i in range(50)]
         answers = await exchange(listener, frames)

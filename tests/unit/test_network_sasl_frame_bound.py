@@ -62,11 +62,20 @@ async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[Listene
     script = Script(sasl)
     bodies_read: list[int] = []  # every size the reader was asked to read a body of
     real_read_frame = RequestReader.read_frame
+    real_frame_now = RequestReader.frame_now
 
     async def read_frame(self: RequestReader, size: int) -> bytearray:
         bodies_read.append(size)
         return await real_read_frame(self, size)
+
+    def frame_now(self: RequestReader, size: int) -> bytearray | None:
+        # A body taken from what was read ahead (else read_frame is asked next).
+        frame = real_frame_now(self, size)
+        if frame is not None:
+            bodies_read.append(size)
+        return frame
     monkeypatch.setattr(RequestReader, "read_frame", read_frame)
+    monkeypatch.setattr(RequestReader, "frame_now", frame_now)
     listener = Listener(script, "127.0.0.1", 0, 100 << 20, name="SASL_PLAINTEXT",  # type: ignore[arg-type]
                         security_protocol="SASL_PLAINTEXT")
     await listener.start()
