@@ -157,7 +157,18 @@ class _Resumed(Coroutine[Any, Any, bool]):
         return self._coro.send(value)
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:  # noqa: ANN401 - as a coroutine's
-        self._started = True
+        if not self._started:
+            self._started = True
+            # Cancelled before the task's first step: the task never waited on the future the
+            # coroutine yielded, so Task.cancel could not cancel it as it cancels what a task
+            # waits on. Done here, so that what it stands for (a gather of high-watermark waits)
+            # stops with the request instead of running to its timeout.
+            first = self._first
+            cancelled = typ if isinstance(typ, BaseException) else val
+            if (isinstance(first, asyncio.Future) and not first.done()
+                    and (isinstance(cancelled, asyncio.CancelledError)
+                         or (isinstance(typ, type) and issubclass(typ, asyncio.CancelledError)))):
+                first.cancel()
         if val is None and tb is None:
             return self._coro.throw(typ)
         return self._coro.throw(typ, val, tb)

@@ -32,7 +32,11 @@ the open after the crash must find it again):
 - a roll first writes the entries still due (`Log.before_roll` -> `write_pending`: renamed into
   place on the loop, taking back a job no thread started, or waiting for the one a thread runs), so
   batches of an epoch whose entry is not on disk are always in the last segment;
-- a clean shutdown runs the round before the logs close and the marker is written (ReplicaManager.stop).
+- a clean shutdown runs the round before the logs close and the marker is written (ReplicaManager.stop),
+  after any round a cancelled LeaderAndIsr left running (ReplicaManager.sync_epochs shields it);
+- every other change (a truncation, an appended batch's epoch, a clear) is written at once, even
+  while a round's job holds the file (`flush` takes the job back or waits for it): recovery only
+  adds missing newer epochs, so a stale entry left on disk would survive a crash.
 An epoch with no batch yet whose entry a crash lost reads the same as one never assigned: the
 restarted broker gets a newer epoch from the controller anyway. (A power loss is a different
 matter, here as before: the log's own tail is not fsynced either, see the syncs above.)
@@ -229,8 +233,8 @@ class DeferredSyncs:
         return jobs
 
     def done(self, failures: list[tuple[Path, OSError]]) -> list[tuple[Path, OSError]]:
-        """On the event loop, after `run`: the files written exist from now on. A file changed
-        while its job was in flight (a follower's fetch appending a new epoch during the round) is
+        """On the event loop, after `run`: the files written exist from now on. A file given a new
+        leader's epoch while its job was in flight (other changes are written at once, `flush`) is
         written here at once, renamed into place as any change of an existing file is (its fsyncs
         deferred), not left for the next round. The failures of those writes."""
         failed = {path for path, _ in failures}
@@ -393,6 +397,15 @@ class LeaderEpochFile:
             if self.deferred is None:
                 write_atomically(self.path, render(self.cache.entries))
                 self.written = True
+            elif self.in_flight and not later:
+                # A round's thread is writing (or about to write) this file with the older entries.
+                # A change other than a new leader's epoch (a truncation, an appended batch's epoch,
+                # a clear) goes to disk now, as Kafka writes it: the crash-safety argument above
+                # covers an entry missing from the file, not a stale one. A truncated entry still on
+                # disk when a crash comes would survive the open if the log grew past it meanwhile
+                # with an older epoch's batches, which recovery does not assign.
+                self.deferred.add_unwritten(self)
+                self.deferred.write_now(self)
             elif later or not self.written or self.in_flight:
                 self.deferred.add_unwritten(self)  # no file yet, or a thread writing it: see above
             else:

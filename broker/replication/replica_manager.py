@@ -240,6 +240,7 @@ class ReplicaManager:
         # Leader-epoch checkpoint fsyncs, batched (see sync_epochs).
         self.epoch_syncs = DeferredSyncs()
         self._epoch_sync_lock = asyncio.Lock()
+        self._epoch_rounds: set[asyncio.Task[None]] = set()  # sync_epochs' rounds still running
         self.descriptor_errors = 0  # calls refused for want of a descriptor (broker.log.open_files)
         # New segments still without index files, for _index_files_loop (broker.log.index_files).
         self.index_files = PendingIndexFiles()
@@ -330,6 +331,9 @@ class ReplicaManager:
         before.append(time.monotonic())
         self._try_checkpoint()
         before.append(time.monotonic())
+        # A round whose caller was cancelled above (or by the listeners' close) ends first: its
+        # files are in flight until then, and this last round must see what it leaves.
+        await asyncio.gather(*self._epoch_rounds, return_exceptions=True)
         await self.sync_epochs()
         before.append(time.monotonic())
         tasks_s, checkpoint_s, epochs_s = (round(b - a, 3) for a, b in zip(before, before[1:], strict=False))
@@ -724,9 +728,22 @@ class ReplicaManager:
     async def sync_epochs(self) -> None:
         """The leader-epoch checkpoints written since the last call, fsynced together on worker
         threads (broker.log.leader_epoch_checkpoint.DeferredSyncs): before a LeaderAndIsr is
-        answered, every checkpoint interval and at shutdown. A failure fails the directory."""
+        answered, every checkpoint interval and at shutdown. A failure fails the directory.
+
+        The round runs in a task of its own, shielded: a caller cancelled meanwhile (a LeaderAndIsr
+        whose connection a shutdown aborts, the checkpoint task `stop` cancels) leaves it to
+        finish, so its `done` always runs and `stop` can wait for it (`_epoch_rounds`). Cut short,
+        its files would stay in flight with their jobs taken, and the shutdown's own round would
+        find nothing to write: a new leader's epoch could miss the file of a log then closed
+        cleanly, which no open recovers."""
         if not len(self.epoch_syncs):
             return
+        round_ = asyncio.get_running_loop().create_task(self._epoch_round())
+        self._epoch_rounds.add(round_)
+        round_.add_done_callback(self._epoch_rounds.discard)
+        await asyncio.shield(round_)
+
+    async def _epoch_round(self) -> None:
         async with self._epoch_sync_lock:  # one round at a time: a file is in one round's jobs only
             jobs = self.epoch_syncs.take()  # rendered here, on the loop that changes the caches
             failures = await asyncio.to_thread(DeferredSyncs.run, jobs)

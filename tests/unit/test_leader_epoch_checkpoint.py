@@ -297,17 +297,36 @@ def test_a_new_file_is_written_without_fsync_an_existing_one_with(tmp_path: Path
     assert old.path.read_text() == "0\n2\n1 0\n4 2\n"
 
 
-def test_a_change_during_the_round_is_written_as_the_round_ends(tmp_path: Path) -> None:
-    """A follower's fetch may append a new epoch while the round that writes its file runs: the
-    file is rewritten as the round ends (on the loop, as any change of an existing file), not
-    left for the next round seconds later."""
+def test_a_change_during_the_round_is_written_at_once(tmp_path: Path) -> None:
+    """A follower's fetch may append a new epoch while the round that writes its file has not
+    started it: the loop takes the job back and writes the current entries at once (as any
+    change of an existing file), and the round writes nothing over them."""
     plog, epochs, syncs = deferred_file(tmp_path)
     epochs.assign(4, 2, later=True)
     jobs = syncs.take()
-    epochs.assign_from(batch(2, 1, 6))  # during the round: queued behind the job
-    assert syncs.pending(epochs)
-    failures = DeferredSyncs.run(jobs)
-    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n4 2\n"  # the round's text
-    assert syncs.done(failures) == []
+    epochs.assign_from(batch(2, 1, 6))  # during the round
+    assert jobs[0].state == CLAIMED and not syncs.pending(epochs)
     assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n6 2\n"
-    assert not syncs.pending(epochs) and len(syncs) == 1  # its fsyncs, for the next round
+    assert DeferredSyncs.run(jobs) == []
+    assert syncs.done([]) == []
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n6 2\n"
+    assert epochs.written and not epochs.in_flight
+
+
+def test_a_truncation_during_the_round_is_on_disk_before_a_crash(tmp_path: Path) -> None:
+    """A follower cuts a divergent epoch while the round that writes its file (with that epoch)
+    is in flight, then takes an older epoch's batches past the cut and crashes before the round
+    ends. Recovery assigns only epochs newer than the file's latest, so a stale entry left on
+    disk would survive the open: the truncation must be written at once."""
+    plog, epochs, syncs = deferred_file(tmp_path)  # epoch 1 at 0, two batches
+    epochs.assign(7, 2, later=True)  # a leader's epoch 7 from offset 2 ...
+    append(plog, batch(2, 2, 7), 2)
+    jobs = syncs.take()  # ... whose round is in flight
+    plog.truncate_to(2)
+    epochs.truncate_from_end(2)  # the follower cuts epoch 7's batches
+    assert jobs[0].state == CLAIMED
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n1\n1 0\n"
+    append(plog, batch(2, 2, 1), 2)  # the new leader's older-epoch batches past the cut
+    plog.abandon()  # the crash, before the round ends
+    again = LeaderEpochFile.open(Log.open(tmp_path / "t-0"))
+    assert again.cache.entries == [EpochEntry(1, 0)]

@@ -4,12 +4,15 @@ opened on worker threads before LeaderAndIsr claims it, one clean-shutdown marke
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 
 import pytest
 
 from broker.config import BrokerConfig
 from broker.log import segment as segment_module
+from broker.log.leader_epoch_checkpoint import FILENAME, DeferredSyncs, Job
 from broker.metrics import Registry
 from broker.replication.replica_manager import LOG_DIR_CLEAN_SHUTDOWN, ReplicaManager
 from broker.zk.client import ZkClient
@@ -94,3 +97,31 @@ async def test_a_log_that_failed_to_load_keeps_the_dir_marker_away(tmp_path: Pat
     assert not (tmp_path / LOG_DIR_CLEAN_SHUTDOWN).exists()
     assert (tmp_path / "t-0" / ".clean_shutdown").exists()
     assert not (tmp_path / "t-1" / ".clean_shutdown").exists()
+
+
+async def test_stop_waits_for_an_epoch_round_whose_caller_was_cancelled(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A LeaderAndIsr cancelled by the shutdown while its round writes a new leader's epoch: the
+    round finishes (shielded), and the shutdown waits for it before the logs close cleanly, so
+    the clean open that follows (which recovers nothing) finds the epoch in the file."""
+    rm = manager(tmp_path)
+    lead(rm, 0)
+    await rm.sync_epochs()  # the file exists: a new epoch is now written by a round's thread
+    gate = threading.Event()
+    real = DeferredSyncs.run
+
+    def held(jobs: list[Job], threads: int = 16) -> list[tuple[Path, OSError]]:
+        gate.wait(10)
+        return real(jobs, threads)
+
+    monkeypatch.setattr(DeferredSyncs, "run", staticmethod(held))
+    rm.become_leader("t", 0, [1], 5, [1], 0, 1, 1, None)
+    caller = asyncio.get_running_loop().create_task(rm.sync_epochs())
+    await asyncio.sleep(0.05)
+    caller.cancel()
+    stopping = asyncio.get_running_loop().create_task(rm.stop())
+    await asyncio.sleep(0.3)
+    assert not stopping.done()  # waiting for the round, not closing logs under it
+    gate.set()
+    await stopping
+    assert (tmp_path / "t-0" / FILENAME).read_text().splitlines()[-1] == "5 3"
