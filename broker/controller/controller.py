@@ -37,7 +37,15 @@ from broker.controller.epochs import ControlRequestEpochs
 from broker.controller.log_dir_events import no_leader, take_notifications
 from broker.controller.reassign import Reassigner
 from broker.zk import layout as L
-from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, Watch, ZkClient, ZkError
+from broker.zk.client import (
+    BadVersionError,
+    FencedError,
+    NodeExistsError,
+    NoNodeError,
+    Watch,
+    ZkClient,
+    ZkError,
+)
 from fetcher.security import PLAINTEXT, ClientSecurity
 
 log = structlog.get_logger()
@@ -315,22 +323,33 @@ class Controller:
             # any existed (a controller that failed over mid-way), they are made one by one.
             nodes = [node for tp, state in window
                      for node in ((L.partition_path(*tp), b""), (L.partition_state_path(*tp), state.encode()))]
-            if await self.zk.create_all(nodes):
+            # Fenced as write_state's sets are (and Kafka's createTopicPartitionStatesRaw): a
+            # controller superseded meanwhile creates no state with its expired epoch.
+            guard = (L.CONTROLLER_EPOCH, self.ctx.epoch_zk_version)
+            try:
+                made_all = await self.zk.create_all(nodes, guard)
+            except FencedError:
+                self._fenced(window[0][0])
+                break
+            if made_all:
                 for tp, state in window:
                     self.ctx.states[tp] = (state, 0)
                     changed.append(tp)
                 continue
             log.info("controller.first_states_one_by_one", partitions=len(window), topic=window[0][0][0])
             results = await asyncio.gather(*(self.zk.create(L.partition_state_path(*tp), state.encode(),
-                                                            make_parents=True) for tp, state in window),
+                                                            make_parents=True, guard=guard) for tp, state in window),
                                            return_exceptions=True)
+            fenced = any(isinstance(result, FencedError) for result in results)
             # A partition whose create failed otherwise is left without a state, and the others
             # go on (Kafka's initializeLeaderAndIsrForPartitions logs a failed state change for
             # it): raising here dropped the states made beside it, in ZooKeeper but never sent.
             failed: list[TP] = []
             failure: Exception | None = None
             for (tp, state), result in zip(window, results, strict=True):
-                if isinstance(result, NodeExistsError):
+                if isinstance(result, FencedError) or (fenced and isinstance(result, NodeExistsError)):
+                    continue  # no longer the controller: it decides nothing more
+                elif isinstance(result, NodeExistsError):
                     # Written since it was read (another writer): taken as found, as above.
                     await self.ctx.read_state(*tp)
                     cur = self.ctx.states.get(tp)
@@ -349,7 +368,15 @@ class Controller:
             if failure is not None:
                 log.warning("controller.first_state_failed", partitions=len(failed), topic=failed[0][0],
                             partition=failed[0][1], error=repr(failure))
+            if fenced:
+                self._fenced(window[0][0])
+                break
         return changed
+
+    def _fenced(self, tp: TP) -> None:
+        """A write found `/controller_epoch` moved: another controller was elected, this term is over."""
+        log.warning("controller.fenced", topic=tp[0], partition=tp[1], controller_epoch=self.ctx.epoch)
+        self.ctx.active = False
 
     async def _elect_leader(self, tp: TP, excluding: int | None = None) -> bool:
         for _ in range(3):

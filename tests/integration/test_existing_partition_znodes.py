@@ -210,3 +210,51 @@ async def test_states_written_between_the_read_and_the_multi(zk_server: ZooKeepe
             ("race", 0), ("race", 1), ("race", 2)]
         assert sorted(tp for kind, _, tps in sent if kind == "update_metadata" for tp in tps) == [
             ("race", 0), ("race", 1), ("race", 2)]
+
+
+@pytest.mark.parametrize("path", ["multi", "one_by_one"])
+async def test_a_superseded_controller_creates_no_first_state(zk_server: ZooKeeperServer,
+                                                              monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Another controller's election moves `/controller_epoch` while this one still thinks it
+    leads: its first states for a new topic are fenced (as its sets are, and Kafka's creates),
+    whether by the multi-op or by the one-by-one creates after a multi that failed."""
+    async with zk_connect(zk_server) as zk, zk_connect(zk_server) as other:
+        for p in L.PERSISTENT_PATHS:
+            await zk.ensure_path(p)
+        await zk.create(L.broker_path(0), L.BrokerInfo(0, "127.0.0.1", 9).encode(), ephemeral=True)
+        controller = Controller(zk, broker_id=0)
+        sent: list[list[TP]] = []
+        monkeypatch.setattr(controller.ctx, "send_leader_and_isr", lambda b, tps: sent.append(list(tps)))
+        monkeypatch.setattr(controller.ctx, "send_update_metadata",
+                            lambda bs, tps, deleting=False: sent.append(list(tps)))
+
+        async def elect_another() -> None:  # as a new controller's election writes it
+            data, version = await other.get(L.CONTROLLER_EPOCH)
+            await other.set(L.CONTROLLER_EPOCH, data, version)
+
+        real_create_all = zk.create_all
+
+        async def create_all(nodes: list[tuple[str, bytes]], guard: tuple[str, int] | None = None) -> bool:
+            if path == "multi":
+                await elect_another()
+                return await real_create_all(nodes, guard)
+            made = await real_create_all(nodes, guard)  # fails: partitions/1 is there
+            await elect_another()
+            return made
+
+        await controller.start()
+        try:
+            await wait_for("controller elected", lambda: controller.active, 10)
+            sent.clear()
+            monkeypatch.setattr(zk, "create_all", create_all)
+            topic = [(L.topic_path("late"), L.encode_assignment({0: [0], 1: [0], 2: [0]}))]
+            if path == "one_by_one":  # the topic with its partitions/1 there already, at once
+                topic += [(L.partitions_path("late"), b""), (L.partition_path("late", 1), b"")]
+            assert await other.create_all(topic)
+            await wait_for("fenced", lambda: not controller.ctx.active, 10)
+        finally:
+            await controller.stop()
+        for p in range(3):
+            assert not await zk.exists(L.partition_state_path("late", p))
+        assert not [tps for tps in sent if any(t == "late" for t, _ in tps)]
+        assert not [tp for tp in controller.ctx.states if tp[0] == "late"]
