@@ -181,14 +181,14 @@ async def test_states_written_between_the_read_and_the_multi(zk_server: ZooKeepe
         real_create_all = zk.create_all
         raced = asyncio.Event()
 
-        async def racing_create_all(nodes: list[tuple[str, bytes]]) -> bool:
+        async def racing_create_all(nodes: list[tuple[str, bytes]], guard: tuple[str, int] | None = None) -> bool:
             if any(path.startswith(L.topic_path("race") + "/") for path, _ in nodes) and not raced.is_set():
                 raced.set()
                 live = L.PartitionState(leader=0, leader_epoch=3, controller_epoch=1, isr=[0])
                 dead = L.PartitionState(leader=5, leader_epoch=2, controller_epoch=1, isr=[5, 0])
                 await other.create(L.partition_state_path("race", 1), live.encode(), make_parents=True)
                 await other.create(L.partition_state_path("race", 2), dead.encode(), make_parents=True)
-            return await real_create_all(nodes)
+            return await real_create_all(nodes, guard)
 
         monkeypatch.setattr(zk, "create_all", racing_create_all)
         await controller.start()
