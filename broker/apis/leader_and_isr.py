@@ -53,23 +53,29 @@ async def handle(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]
     # Thousands of partitions: one event says how many (each partition's line cost ~25 µs of the
     # loop, a quarter of a second of a 10,000-partition restart); a few are logged one by one.
     batch = services.roles.batch(log_each=len(states) <= _LOG_EACH_UP_TO)
-    await services.roles.prepare(states)  # new partitions' directories, made off the loop first
+    made = await services.roles.prepare(states)  # new partitions' directories, made off the loop first
     errors = []
-    for i, ps in enumerate(states):
-        if i and not i % _YIELD_EVERY:
-            # Thousands of partition states are seconds of work: let ZooKeeper pings, clients and
-            # the controller's own events run in between, or the session expires mid-request.
-            await asyncio.sleep(0)
-        code = topic_partition_error(ps["topic_name"], ps["partition_index"])
-        if code == ErrorCode.NONE:
-            try:
-                code = await services.roles.apply_partition_state(ps, leaders, batch)
-            except InvalidPartitionName:  # a legal name whose directory resolves elsewhere (a symlink)
-                code = ErrorCode.INVALID_TOPIC_EXCEPTION
-        if code in (ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-            log.warning("leader_and_isr.invalid_partition", peer=ctx.conn.peer, topic=ps["topic_name"][:255],
-                        partition=ps["partition_index"], error=code.name)
-        errors.append({"topic_name": ps["topic_name"], "partition_index": ps["partition_index"], "error_code": code})
+    try:
+        for i, ps in enumerate(states):
+            if i and not i % _YIELD_EVERY:
+                # Thousands of partition states are seconds of work: let ZooKeeper pings, clients and
+                # the controller's own events run in between, or the session expires mid-request.
+                await asyncio.sleep(0)
+            code = topic_partition_error(ps["topic_name"], ps["partition_index"])
+            if code == ErrorCode.NONE:
+                try:
+                    code = await services.roles.apply_partition_state(ps, leaders, batch)
+                except InvalidPartitionName:  # a legal name whose directory resolves elsewhere (a symlink)
+                    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            if code in (ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                log.warning("leader_and_isr.invalid_partition", peer=ctx.conn.peer, topic=ps["topic_name"][:255],
+                            partition=ps["partition_index"], error=code.name)
+            errors.append({"topic_name": ps["topic_name"], "partition_index": ps["partition_index"],
+                           "error_code": code})
+    finally:
+        # Cut short (a shutdown cancels it, a state's failure raises), the directories made ahead
+        # for the states not applied would outlive the request: empty partition directories.
+        services.roles.discard_unused(made)
     # The leader-epoch checkpoints these states wrote are fsynced together, off the event loop,
     # before the controller hears back (one thread pool round, not four fsyncs per partition).
     applied = time.monotonic()

@@ -37,7 +37,15 @@ from broker.controller.epochs import ControlRequestEpochs
 from broker.controller.log_dir_events import no_leader, take_notifications
 from broker.controller.reassign import Reassigner
 from broker.zk import layout as L
-from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, Watch, ZkClient, ZkError
+from broker.zk.client import (
+    BadVersionError,
+    FencedError,
+    NodeExistsError,
+    NoNodeError,
+    Watch,
+    ZkClient,
+    ZkError,
+)
 from fetcher.security import PLAINTEXT, ClientSecurity
 
 log = structlog.get_logger()
@@ -266,8 +274,19 @@ class Controller:
 
     # ---- leader election -------------------------------------------------------------
 
-    async def _bring_online(self, partitions: list[TP]) -> list[TP]:
+    def _leads(self, state: L.PartitionState) -> bool:
+        """Its leader may go on leading: registered, not shutting down, its log directory online."""
+        return (state.leader in self.ctx.live and state.leader not in self.ctx.shutting_down
+                and state.leader not in self.dir_offline)
+
+    async def _bring_online(self, partitions: list[TP], new: bool = False) -> list[TP]:
         """New partitions get a first state; partitions whose leader is gone get a new one.
+
+        `new`: the brokers have not been told of these partitions yet (a topic or partitions just
+        created): one whose state znode was found there already, with a leader that may lead, is
+        kept as it is and returned among the changed, to be sent (Kafka's controller, at a
+        failover, keeps such a state the same way; at creation it only logs a failed state change
+        for it and leaves the partition without a leader until its next failover).
 
         The first states are written _CREATE_WINDOW partitions a ZooKeeper multi-op (each
         partition's `partitions/<n>` and its `state`), after each topic's `partitions` znode:
@@ -285,12 +304,13 @@ class Controller:
                 alive = [r for r in replicas if r in self.ctx.live and r not in self.dir_offline]
                 if alive:
                     fresh.append((tp, L.PartitionState(alive[0], 0, self.ctx.epoch, alive)))
-            elif (cur[0].leader not in self.ctx.live or cur[0].leader in self.ctx.shutting_down
-                  or cur[0].leader in self.dir_offline):
+            elif not self._leads(cur[0]):
                 if not self.ctx.active:
                     break
                 if await self._elect_leader(tp):
                     changed.append(tp)
+            elif new:
+                changed.append(tp)
         for topic in sorted({tp[0] for tp, _ in fresh}):
             if not self.ctx.active:
                 break
@@ -303,27 +323,60 @@ class Controller:
             # any existed (a controller that failed over mid-way), they are made one by one.
             nodes = [node for tp, state in window
                      for node in ((L.partition_path(*tp), b""), (L.partition_state_path(*tp), state.encode()))]
-            if await self.zk.create_all(nodes):
+            # Fenced as write_state's sets are (and Kafka's createTopicPartitionStatesRaw): a
+            # controller superseded meanwhile creates no state with its expired epoch.
+            guard = (L.CONTROLLER_EPOCH, self.ctx.epoch_zk_version)
+            try:
+                made_all = await self.zk.create_all(nodes, guard)
+            except FencedError:
+                self._fenced(window[0][0])
+                break
+            if made_all:
                 for tp, state in window:
                     self.ctx.states[tp] = (state, 0)
                     changed.append(tp)
                 continue
+            log.info("controller.first_states_one_by_one", partitions=len(window), topic=window[0][0][0])
             results = await asyncio.gather(*(self.zk.create(L.partition_state_path(*tp), state.encode(),
-                                                            make_parents=True) for tp, state in window),
+                                                            make_parents=True, guard=guard) for tp, state in window),
                                            return_exceptions=True)
+            fenced = any(isinstance(result, FencedError) for result in results)
+            # A partition whose create failed otherwise is left without a state, and the others
+            # go on (Kafka's initializeLeaderAndIsrForPartitions logs a failed state change for
+            # it): raising here dropped the states made beside it, in ZooKeeper but never sent.
+            failed: list[TP] = []
+            failure: Exception | None = None
             for (tp, state), result in zip(window, results, strict=True):
-                if isinstance(result, NodeExistsError):
+                if isinstance(result, FencedError) or (fenced and isinstance(result, NodeExistsError)):
+                    continue  # no longer the controller: it decides nothing more
+                elif isinstance(result, NodeExistsError):
+                    # Written since it was read (another writer): taken as found, as above.
                     await self.ctx.read_state(*tp)
-                    if tp in self.ctx.states and self.ctx.states[tp][0].leader in self.ctx.live:
+                    cur = self.ctx.states.get(tp)
+                    if cur is not None and self._leads(cur[0]):
                         changed.append(tp)
                     elif await self._elect_leader(tp):
                         changed.append(tp)
+                elif isinstance(result, Exception):
+                    failed.append(tp)
+                    failure = failure or result
                 elif isinstance(result, BaseException):
-                    raise result
+                    raise result  # a cancellation
                 else:
                     self.ctx.states[tp] = (state, 0)
                     changed.append(tp)
+            if failure is not None:
+                log.warning("controller.first_state_failed", partitions=len(failed), topic=failed[0][0],
+                            partition=failed[0][1], error=repr(failure))
+            if fenced:
+                self._fenced(window[0][0])
+                break
         return changed
+
+    def _fenced(self, tp: TP) -> None:
+        """A write found `/controller_epoch` moved: another controller was elected, this term is over."""
+        log.warning("controller.fenced", topic=tp[0], partition=tp[1], controller_epoch=self.ctx.epoch)
+        self.ctx.active = False
 
     async def _elect_leader(self, tp: TP, excluding: int | None = None) -> bool:
         for _ in range(3):
@@ -457,7 +510,7 @@ class Controller:
             await self._read_topic(t)
             if t in self.ctx.assignment:
                 log.info("controller.topic_created", topic=t, partitions=len(self.ctx.assignment[t]))
-                changed += await self._bring_online([(t, p) for p in self.ctx.assignment[t]])
+                changed += await self._bring_online([(t, p) for p in self.ctx.assignment[t]], new=True)
         self._propagate(changed)
 
     def _assignment_changed_cb(self, topic: str) -> Callable[[bytes | None], Awaitable[None]]:
@@ -480,7 +533,7 @@ class Controller:
                 for p in added:
                     await self.ctx.read_state(topic, p)
                 log.info("controller.partitions_added", topic=topic, partitions=added)
-                self._propagate(await self._bring_online([(topic, p) for p in added]))
+                self._propagate(await self._bring_online([(topic, p) for p in added], new=True))
             self.ctx.enqueue(handle)
         return cb
 

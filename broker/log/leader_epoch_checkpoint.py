@@ -30,13 +30,15 @@ the open after the crash must find it again):
   LogSegment.recover), at the offset of their first batch: for a leader's epoch that is the log end
   at become_leader, its own entry, since every batch it appends carries it;
 - a roll first writes the entries still due (`Log.before_roll` -> `write_pending`: renamed into
-  place on the loop, taking back a job no thread started, or waiting for the one a thread runs), so
-  batches of an epoch whose entry is not on disk are always in the last segment;
+  place on the loop, taking back a job no thread started, or stopping the one a thread runs before
+  its rename, so that its older text cannot land over them; the loop never waits out a thread's
+  fsync), so batches of an epoch whose entry is not on disk are always in the last segment;
 - a clean shutdown runs the round before the logs close and the marker is written (ReplicaManager.stop),
   after any round a cancelled LeaderAndIsr left running (ReplicaManager.sync_epochs shields it);
 - every other change (a truncation, an appended batch's epoch, a clear) is written at once, even
-  while a round's job holds the file (`flush` takes the job back or waits for it): recovery only
-  adds missing newer epochs, so a stale entry left on disk would survive a crash.
+  while a round's job holds the file (`flush` takes the job back or stops it before its rename, as
+  a roll does): recovery only adds missing newer epochs, so a stale entry left on disk would
+  survive a crash.
 An epoch with no batch yet whose entry a crash lost reads the same as one never assigned: the
 restarted broker gets a newer epoch from the controller anyway. (A power loss is a different
 matter, here as before: the log's own tail is not fsynced either, see the syncs above.)
@@ -53,6 +55,7 @@ KafkaStorageError: the replica manager takes the directory offline, as for the l
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -111,7 +114,15 @@ def render(entries: Iterable[tuple[int, int]]) -> str:
 def write_atomically(path: Path, text: str, sync: bool = True) -> None:
     """temp file, fsync, rename, fsync the directory: the file is the old one or the new one.
     Without `sync` the fsyncs are the caller's (DeferredSyncs)."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = write_temp(path, ".tmp", text, sync)
+    os.replace(tmp, path)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def write_temp(path: Path, suffix: str, text: str, sync: bool) -> Path:
+    """`text` in the temp file `path` + `suffix` (fsynced with `sync`), ready to be renamed over `path`."""
+    tmp = path.with_name(path.name + suffix)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, text.encode())
@@ -119,10 +130,11 @@ def write_atomically(path: Path, text: str, sync: bool = True) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
-    if not sync:
-        return
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    return tmp
+
+
+def fsync_dir(directory: Path) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -160,9 +172,14 @@ def take_recovered_epochs(cache: LeaderEpochCache, runs: Iterable[tuple[int, int
 
 
 # A written job's state (Job.state), changed under _JOBS: the loop may take a job not yet started
-# back (`DeferredSyncs.write_now`, before a roll) and write the file itself.
-QUEUED, RUNNING, DONE, CLAIMED = range(4)
+# back (CLAIMED), or stop one a thread runs from renaming its text into place (SUPERSEDED), and
+# write the file itself (`DeferredSyncs.write_now`). A thread writes its text to a temp file of
+# its own (_JOB_TMP: the loop may write the file's `.tmp` meanwhile), fsyncs it, and renames it
+# into place only if the loop has not superseded it (RENAMING, set under the lock): the loop
+# never waits for a thread's fsync, at most for a rename under way.
+QUEUED, RUNNING, DONE, CLAIMED, SUPERSEDED, RENAMING = range(6)
 _JOBS = threading.Lock()
+_JOB_TMP = ".job.tmp"
 
 
 class Job:
@@ -177,18 +194,21 @@ class Job:
         self.state = QUEUED
         self.error: OSError | None = None
 
-    def claim(self) -> bool:
-        """On the loop: take a job no thread has started; False if one has (it runs or ran)."""
+    def supersede(self) -> bool:
+        """On the loop, which writes the file itself next: True if this job will not rename its
+        (older) text into place after that write (not started, or its thread stops before the
+        rename); False if it did so already. Never waits for the thread's write or fsync: only
+        for a rename under way (no fsync is in it; the directory's fsync follows the DONE)."""
         with _JOBS:
             if self.state == QUEUED:
                 self.state = CLAIMED
+            elif self.state == RUNNING:
+                self.state = SUPERSEDED
+            if self.state in (CLAIMED, SUPERSEDED):
                 return True
-            return False
-
-    def wait(self) -> None:
-        """On the loop, blocking: until the thread running it is done (one file's write)."""
-        while self.state == RUNNING:
-            time.sleep(0.0005)
+        while self.state == RENAMING:
+            time.sleep(0.0001)  # one rename under way (no fsync): the thread sets DONE right after it
+        return False
 
 
 class DeferredSyncs:
@@ -259,17 +279,17 @@ class DeferredSyncs:
         return errors
 
     def write_now(self, epochs: LeaderEpochFile) -> None:
-        """On the loop, before the file's log rolls: the file's entries on disk now (renamed into
-        place; the fsyncs stay deferred), if any are still due. A job not yet started is taken
-        back and written here; one a thread runs is waited for. See the module docstring: a
-        new epoch's batches must not leave the last segment before the checkpoint holds it."""
+        """On the loop, before the file's log rolls or for a change other than a new leader's
+        epoch: the file's entries on disk now (renamed into place; the fsyncs stay deferred), if
+        any are still due. A job not yet started is taken back, and one a thread runs is stopped
+        before its rename (Job.supersede), and the current entries are written here: the loop
+        does not wait out the thread's fsync. See the module docstring: a new epoch's batches
+        must not leave the last segment before the checkpoint holds it."""
         job = epochs.job
-        if job is not None and not job.claim():
-            job.wait()
-            if job.error is not None:
-                raise KafkaStorageError(epochs.path.parent, "leader epoch checkpoint", job.error)
-        claimed = job is not None and job.state == CLAIMED
-        if self._unwritten.pop(epochs.path, None) is None and not claimed:
+        taken = job is not None and job.supersede()
+        if job is not None and not taken and job.error is not None:
+            raise KafkaStorageError(epochs.path.parent, "leader epoch checkpoint", job.error)
+        if self._unwritten.pop(epochs.path, None) is None and not taken:
             return
         try:
             write_atomically(epochs.path, render(epochs.cache.entries), sync=False)
@@ -303,13 +323,29 @@ def _run_job(job: Job) -> None:
         if job.state == CLAIMED:
             return  # the loop wrote it (write_now)
         job.state = RUNNING
+    tmp: Path | None = None
     try:
-        if job.path.parent.exists():  # a deleted partition's file is not made again
-            write_atomically(job.path, text, job.sync)
+        if not job.path.parent.exists():  # a deleted partition's file is not made again
+            return
+        tmp = write_temp(job.path, _JOB_TMP, text, job.sync)
+        with _JOBS:
+            if job.state == SUPERSEDED:
+                return  # the loop wrote newer entries meanwhile: this text must not replace them
+            job.state = RENAMING
+        os.replace(tmp, job.path)
+        tmp = None
+        job.state = DONE  # the loop may write the file again from here: the rename is behind it
+        if job.sync:
+            fsync_dir(job.path.parent)
     except OSError as e:
         job.error = e
     finally:
-        job.state = DONE
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # not renamed: superseded, or failed
+        with _JOBS:
+            if job.state != SUPERSEDED:
+                job.state = DONE
 
 
 def _sync_file_and_dir(path: Path) -> OSError | None:

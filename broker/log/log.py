@@ -937,6 +937,21 @@ def make_new_log_dir(directory: Path) -> bool:
     return True
 
 
+def remove_new_log_dir(directory: Path) -> bool:
+    """Undoes `make_new_log_dir` for a partition no state opened after all: its empty first
+    segment and the directory go, only while they are still exactly that (bytes in the segment,
+    or any other file there, and it is left alone). True if removed."""
+    first = f"{segment_name(0)}.log"
+    try:
+        if os.listdir(directory) != [first] or os.stat(directory / first).st_size:
+            return False
+        os.unlink(directory / first)
+        os.rmdir(directory)
+    except OSError:
+        return False
+    return True
+
+
 def fsync_dir(directory: Path) -> None:
     """Make a directory's entries (created, renamed, removed files) durable."""
     fd = os.open(directory, os.O_RDONLY)

@@ -76,7 +76,7 @@ from broker.log.dirs import InvalidPartitionName, partition_dir
 from broker.log.index_files import PendingIndexFiles, make_index_files
 from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.log.leader_epoch_checkpoint import DeferredSyncs, LeaderEpochFile
-from broker.log.log import fsync_dir, make_new_log_dir
+from broker.log.log import fsync_dir, make_new_log_dir, remove_new_log_dir
 from broker.log.open_files import SEGMENT_FILES, is_descriptor_exhaustion, soft_nofile_limit, sync_file_system
 from broker.log.producer_state import BatchMetadata, ProducerAppend, ProducerBatch, ProducerStateError
 from broker.log.producers import PartitionProducers
@@ -491,28 +491,53 @@ class ReplicaManager:
                          high_watermark=part.high_watermark)
         return part
 
-    async def make_new_log_dirs(self, keys: list[tuple[str, int]]) -> int:
+    async def make_new_log_dirs(self, keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """The directories and first segment files of the partitions in `keys` not hosted here yet,
         made on worker threads before the loop opens their logs (broker.log.log.make_new_log_dir):
         a mkdir and a file creation cost ~1-1.5 ms of kernel time each, on the loop, creating
-        10,000 partitions on this machine under load (py-spy). How many were made."""
+        10,000 partitions on this machine under load (py-spy). The partitions whose were made:
+        those no state opens after all go again (`remove_unused_new_dirs`); cut short here, the
+        ones it made go at once."""
         await self.wait_loaded()
         if self.log_dir_offline:
-            return 0
-        dirs = []
+            return []
+        todo: list[tuple[tuple[str, int], Path]] = []
         for key in keys:
             if key in self.partitions or key in self._loaded:
                 continue
             try:
-                dirs.append(partition_dir(self.log_dir, *key))
+                todo.append((key, partition_dir(self.log_dir, *key)))
             except InvalidPartitionName:
                 continue  # refused when its state is applied
-        if not dirs:
-            return 0
+        if not todo:
+            return []
         loop = asyncio.get_running_loop()
-        with ThreadPoolExecutor(max_workers=_NEW_DIR_THREADS, thread_name_prefix="log-create") as pool:
-            made = await _in_chunks(loop, pool, make_new_log_dir, dirs)
-        return sum(made)
+        try:
+            with ThreadPoolExecutor(max_workers=_NEW_DIR_THREADS, thread_name_prefix="log-create") as pool:
+                made = await _in_chunks(loop, pool, make_new_log_dir, [d for _, d in todo])
+        except BaseException:
+            self.remove_unused_new_dirs([key for key, _ in todo])  # the threads are done (the pool's exit)
+            raise
+        return [key for (key, _), ok in zip(todo, made, strict=True) if ok]
+
+    def remove_unused_new_dirs(self, keys: Iterable[tuple[str, int]]) -> int:
+        """The directories `make_new_log_dirs` made ahead for partitions no state opened after all
+        (a LeaderAndIsr cut short: cancelled by a shutdown, or failing midway) removed, while
+        they hold nothing but the empty first segment. On the loop, as opens are: a partition
+        opened meanwhile is hosted, and its directory is left. Left behind, one is harmless all
+        the same (a crash leaves them too): at the next start it is loaded as the empty log it is,
+        waiting for a role, as a new replica's log would start. How many were removed."""
+        if self.log_dir_offline:
+            return 0
+        removed = 0
+        for key in keys:
+            if key in self.partitions or key in self._loaded:
+                continue
+            if remove_new_log_dir(partition_dir(self.log_dir, *key)):
+                removed += 1
+        if removed:
+            log.info("log.unused_new_dirs_removed", partitions=removed)
+        return removed
 
     def _open_files(self, topic: str, index: int, directory: Path, segment_bytes: int | None,
                     clean: bool = False) -> Partition:

@@ -151,14 +151,22 @@ class PartitionRoles:
             log.info("partition.follower", topic=topic, partition=index, leader=leader, leader_epoch=ps["leader_epoch"])
         return ErrorCode.NONE
 
-    async def prepare(self, states: list[dict[str, Any]]) -> None:
+    async def prepare(self, states: list[dict[str, Any]]) -> list[tuple[str, int]]:
         """Before a LeaderAndIsr of many partition states is applied: the directories of its
-        partitions new here made off the event loop, several at once (ReplicaManager.make_new_log_dirs)."""
+        partitions new here made off the event loop, several at once (ReplicaManager.make_new_log_dirs).
+        The partitions whose were made, for `discard_unused` once the states are applied."""
         keys = [(ps["topic_name"], ps["partition_index"]) for ps in states
                 if self.broker_id in ps["replicas"] and ps["leader_epoch"] >= 0
                 and topic_partition_error(ps["topic_name"], ps["partition_index"]) == ErrorCode.NONE]
         if len(keys) >= PREPARE_FROM:
-            await self.replicas.make_new_log_dirs(keys)
+            return await self.replicas.make_new_log_dirs(keys)
+        return []
+
+    def discard_unused(self, made: list[tuple[str, int]]) -> None:
+        """After the states (all, or those a cancellation or a failure let run): the directories
+        `prepare` made for partitions none of them opened are removed (ReplicaManager.remove_unused_new_dirs)."""
+        if made:
+            self.replicas.remove_unused_new_dirs(made)
 
     async def sync_changes(self) -> None:
         """After a LeaderAndIsr's partition states, before its answer: their epoch checkpoints on disk."""

@@ -568,13 +568,28 @@ class ZkClient:
         return int(stat.created)
 
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequential: bool = False,
-                     make_parents: bool = False) -> str:
+                     make_parents: bool = False, guard: tuple[str, int] | None = None) -> str:
+        """`guard` (path, zkVersion): the create lands only while that znode is at that version, in
+        one multi-op with a check of it, as Kafka's controller creates with a check of
+        `/controller_epoch`'s zkVersion; FencedError when it moved (parents made meanwhile by
+        `make_parents` are not guarded: empty znodes). Not with `sequential`."""
         # A sequential create cannot be recognised after a lost answer: a retry may leave an
         # extra sequential znode, which every user of them here tolerates.
+        assert guard is None or not sequential
         attempts = 0
         drops = self._drops
 
         async def create_once() -> str:
+            if guard is not None:
+                txn = self._zk.begin_transaction()
+                txn.check_version(*guard)
+                txn.create(path, data, acl=self._acls(path), ephemeral=ephemeral)
+                check, made = (await self._zk.send(txn.request)).responses
+                if isinstance(check, zkexc.BadVersion | zkexc.NoNode):
+                    raise FencedError(f"create {path}: {guard[0]} is no longer at version {guard[1]}")
+                if isinstance(made, BaseException):
+                    raise made  # NodeExists, NoNode: handled below as a plain create's
+                return path
             created: str = await self._zk.create(path, data, acl=self._acls(path), ephemeral=ephemeral,
                                                  sequential=sequential)  # the path made (aiozk untyped)
             return created
@@ -600,17 +615,25 @@ class ZkClient:
 
         return await self._retrying(once, f"create {path}")
 
-    async def create_all(self, nodes: list[tuple[str, bytes]]) -> bool:
+    async def create_all(self, nodes: list[tuple[str, bytes]], guard: tuple[str, int] | None = None) -> bool:
         """Persistent znodes (path, data) made in one multi-op, in order (a parent before its
         children): True if all were made, False if none was (one existed already, or lacked its
         parent: the caller makes them one by one instead). A lost answer retried finds them made
-        and answers False too. One request instead of one a znode (10,000 partitions' states)."""
+        and answers False too. One request instead of one a znode (10,000 partitions' states).
+        `guard` (path, zkVersion): checked first in the same multi-op (see `create`); FencedError
+        when it moved, nothing made."""
         async def once() -> bool:
             txn = self._zk.begin_transaction()
+            if guard is not None:
+                txn.check_version(*guard)
             for path, data in nodes:
                 txn.create(path, data, acl=self._acls(path))
-            response = await self._zk.send(txn.request)
-            return not any(isinstance(r, BaseException) for r in response.responses)
+            results = (await self._zk.send(txn.request)).responses
+            if guard is not None:
+                check, results = results[0], results[1:]
+                if isinstance(check, zkexc.BadVersion | zkexc.NoNode):
+                    raise FencedError(f"create {len(nodes)} znodes: {guard[0]} is no longer at version {guard[1]}")
+            return not any(isinstance(r, BaseException) for r in results)
 
         return await self._retrying(once, f"create {len(nodes)} znodes")
 

@@ -16,6 +16,7 @@ from broker.log.leader_epoch_checkpoint import (
     DONE,
     FILENAME,
     RUNNING,
+    SUPERSEDED,
     CorruptCheckpoint,
     DeferredSyncs,
     Job,
@@ -258,22 +259,114 @@ def test_a_roll_takes_back_a_job_no_thread_started(tmp_path: Path) -> None:
     assert epochs.written and not epochs.in_flight and not syncs.pending(epochs)
 
 
-def test_a_roll_waits_for_a_job_a_thread_runs(tmp_path: Path) -> None:
+class SlowFsync:
+    """os.fsync that holds a worker thread inside it until `release` (the loop's thread is never
+    held: the test would stop there). A bound on the hold keeps a regression from hanging the
+    run: it then shows as `released_early`."""
+
+    def __init__(self, hold_s: float = 10.0) -> None:
+        self.real = os.fsync
+        self.hold_s = hold_s
+        self.inside = threading.Event()
+        self.gate = threading.Event()
+        self.released_early = False
+        self.loop_thread = threading.get_ident()
+
+    def __call__(self, fd: int) -> None:
+        if threading.get_ident() != self.loop_thread:
+            self.inside.set()
+            if not self.gate.wait(self.hold_s):
+                self.released_early = True
+        self.real(fd)
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def _round_in_a_thread(jobs: list[Job]) -> tuple[threading.Thread, list[list[tuple[Path, OSError]]]]:
+    out: list[list[tuple[Path, OSError]]] = []
+    thread = threading.Thread(target=lambda: out.append(DeferredSyncs.run(jobs)))
+    thread.start()
+    return thread, out
+
+
+def test_a_roll_does_not_wait_for_the_fsync_of_a_job_a_thread_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round's thread is inside the fsync of the file's new text when the log rolls: the loop
+    stops the job before its rename and writes the entries itself, while the fsync still runs;
+    the job's text never lands over them, and its temp file goes."""
     size = len(batch(0, 2, 1))
     plog, epochs, syncs = deferred_file(tmp_path, segment_bytes=2 * size)
     epochs.assign(4, 2, later=True)
     jobs = syncs.take()
-    jobs[0].state = RUNNING  # as a thread sets it
-    finisher = threading.Timer(0.05, lambda: (DeferredSyncs.run([Job(jobs[0].path, jobs[0].text)]),
-                                              setattr(jobs[0], "state", DONE)))
-    finisher.start()
-    append(plog, batch(2, 2, 4), 2)
-    append(plog, batch(4, 2, 4), 2)  # rolls: waits for the thread's write, writes nothing itself
-    finisher.join()
+    assert jobs[0].sync  # an existing file: its job fsyncs
+    slow = SlowFsync()
+    monkeypatch.setattr(leader_epoch_checkpoint.os, "fsync", slow)
+    thread, failures = _round_in_a_thread(jobs)
+    try:
+        assert slow.inside.wait(10)
+        assert jobs[0].state == RUNNING
+        epochs.assign(5, 2)  # a change meanwhile, not a new leader's: written at once
+        append(plog, batch(2, 2, 5), 2)
+        append(plog, batch(4, 2, 5), 2)  # rolls
+        assert len(plog.segments) == 2
+        # Back on the loop while the thread is still inside its fsync.
+        assert not slow.gate.is_set() and not slow.released_early
+        assert jobs[0].state == SUPERSEDED
+        assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n5 2\n"
+    finally:
+        slow.release()
+        thread.join()
+    assert failures == [[]] and not slow.released_early
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n5 2\n"  # not the job's "4 2"
+    assert not [name for name in os.listdir(tmp_path / "t-0") if name.endswith(".tmp")]
+    assert syncs.done([]) == []
+    assert epochs.written and not epochs.in_flight and not syncs.pending(epochs)
+    plog.abandon()
+    assert LeaderEpochFile.open(Log.open(tmp_path / "t-0")).cache.entries == [EpochEntry(1, 0), EpochEntry(5, 2)]
+
+
+def test_a_truncation_does_not_wait_for_the_fsync_of_a_job_a_thread_runs(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for a follower's truncation (flush -> write_now): on disk at once, without
+    waiting for the running job's fsync, and the job's stale text (with the cut epoch) never
+    renamed over it, so a crash right after the round still reads the truncated entries."""
+    plog, epochs, syncs = deferred_file(tmp_path)
+    epochs.assign(7, 2, later=True)
+    append(plog, batch(2, 2, 7), 2)
+    jobs = syncs.take()
+    slow = SlowFsync()
+    monkeypatch.setattr(leader_epoch_checkpoint.os, "fsync", slow)
+    thread, failures = _round_in_a_thread(jobs)
+    try:
+        assert slow.inside.wait(10)
+        plog.truncate_to(2)
+        epochs.truncate_from_end(2)
+        assert not slow.gate.is_set() and not slow.released_early
+        assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n1\n1 0\n"
+    finally:
+        slow.release()
+        thread.join()
+    assert failures == [[]] and not slow.released_early
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n1\n1 0\n"
+    assert not [name for name in os.listdir(tmp_path / "t-0") if name.endswith(".tmp")]
+    assert syncs.done([]) == []
+    append(plog, batch(2, 2, 1), 2)
+    plog.abandon()  # a crash
+    assert LeaderEpochFile.open(Log.open(tmp_path / "t-0")).cache.entries == [EpochEntry(1, 0)]
+
+
+def test_a_job_that_renamed_first_is_written_over(tmp_path: Path) -> None:
+    """A job whose thread renamed its text before the loop's change: the loop's write lands after
+    it (the job is DONE, nothing to stop), so the newer entries win."""
+    plog, epochs, syncs = deferred_file(tmp_path)
+    epochs.assign(4, 2, later=True)
+    jobs = syncs.take()
+    assert DeferredSyncs.run(jobs) == []  # the thread finished, the round not yet `done`
     assert jobs[0].state == DONE
-    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n4 2\n"
-    syncs.done([])
-    assert epochs.written and not epochs.in_flight
+    epochs.assign(6, 2)
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n6 2\n"
+    assert syncs.done([]) == []
+    assert (tmp_path / "t-0" / FILENAME).read_text() == "0\n2\n1 0\n6 2\n"
 
 
 def test_a_new_file_is_written_without_fsync_an_existing_one_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
