@@ -229,6 +229,12 @@ class RequestReader(asyncio.BufferedProtocol):
         self._start = self._end = 0  # read ahead and not yet taken: _ahead[_start:_end]
         self._body: Buffer | None = None  # a frame being received directly
         self._body_pos = 0
+        # The last frame asked for was UNZEROED_FROM bytes or more. What is read ahead of such a
+        # frame is copied into its own buffer, so its body is better left in the socket until it
+        # is asked for and then received in place: the read-ahead goes back to READ_AHEAD bytes
+        # and stops growing. (Doubling as for small frames, it read 256 KiB of every 1 MB
+        # Produce frame ahead, each byte received twice.)
+        self._large = False
         self._waiter: asyncio.Future[None] | None = None
         self._eof = False
         self._error: BaseException | None = None
@@ -266,7 +272,9 @@ class RequestReader(asyncio.BufferedProtocol):
                 self._wake()
             return
         self._end += nbytes
-        if self._end - self._start >= len(self._ahead) >= READ_AHEAD_MAX:
+        # Full: reading pauses once the read-ahead has grown to its most, or at once on a
+        # connection whose last frame was large (`_large`).
+        if self._end - self._start >= len(self._ahead) and (self._large or len(self._ahead) >= READ_AHEAD_MAX):
             self.pause("full")
         self._wake()
 
@@ -361,6 +369,7 @@ class RequestReader(asyncio.BufferedProtocol):
             return None
         frame = self._ahead[start:start + size]
         self._take(size)
+        self._large = False
         return frame
 
     async def read_size(self) -> int:
@@ -379,10 +388,14 @@ class RequestReader(asyncio.BufferedProtocol):
         if have >= size:  # read ahead whole: copied out once
             ahead = self._ahead[self._start:self._start + size]
             self._take(size)
+            self._large = False
             return ahead
+        self._large = size >= UNZEROED_FROM
         frame: Buffer = np.empty(size, np.uint8).data if size >= UNZEROED_FROM else bytearray(size)
         frame[:have] = memoryview(self._ahead)[self._start:self._end]
         self._take(have)
+        if self._large and len(self._ahead) > READ_AHEAD and self._start == self._end:
+            self._ahead = bytearray(READ_AHEAD)  # nothing refers to it now: no read is under way
         self._body, self._body_pos = frame, have
         try:
             while self._body_pos < size:

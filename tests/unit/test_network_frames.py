@@ -59,3 +59,31 @@ async def test_frames_arrive_whole_whatever_the_split(chunk: int) -> None:
     await feeding
     assert got == frames
     assert unzeroed >= 2  # the largest frames were received, not read ahead whole
+
+
+async def test_large_frames_are_read_ahead_only_a_little() -> None:
+    """Ahead of a large frame the read-ahead grows as for small ones (it cannot know), but once a
+    large frame was asked for it goes back to READ_AHEAD bytes and reading pauses when that is
+    full: the next large frames wait in the socket, not in a buffer they would be copied out of."""
+    reader = RequestReader(lambda r, w: None)
+    frames = [body(i, READ_AHEAD_MAX + UNZEROED_FROM + i) for i in range(4)] + [body(9, 100), body(10, 200)]
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    feeding = asyncio.create_task(feed(reader, stream, 1 << 20))
+    got, read_ahead = [], []
+    for i, expected in enumerate(frames):
+        for _ in range(50):  # the reading task busy elsewhere: the transport reads on meanwhile
+            await asyncio.sleep(0)
+        read_ahead.append(reader._end - reader._start)
+        size = reader.size_now()
+        if size is None:
+            size = await reader.read_size()
+        frame = reader.frame_now(size)
+        if frame is None:
+            frame = await reader.read_frame(size)
+        got.append(bytes(frame))
+        if i == 0:
+            assert len(reader._ahead) == READ_AHEAD  # grown to READ_AHEAD_MAX ahead of it, back now
+    await feeding
+    assert got == frames
+    assert read_ahead[0] == READ_AHEAD_MAX  # before the first large frame: grown, then paused
+    assert all(n <= READ_AHEAD for n in read_ahead[1:])
