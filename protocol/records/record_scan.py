@@ -17,7 +17,10 @@ Two ways, one result (`scan_records` picks):
   column at a time. Such a run of records of one size (a producer's equal-size values: a size
   changes only where an offset or timestamp delta needs another varint byte, so such a batch
   is two to four runs) is checked whole against its first record's layout, a few 8-byte
-  strided columns compared under a mask (`_uniform_run`). The other records have every field
+  strided columns compared under a mask (`_uniform_run`); when every field of its records lies
+  in their first 15 bytes (keyless or short-keyed records), one 16-byte window per record
+  gathered once into a contiguous array, the same masks applied there (`_uniform_wide`: one
+  strided pass over the batch instead of two). The other records have every field
   decoded at once as numpy columns (a varint column takes a few array operations whatever the
   number of records), the checks being column comparisons; records with headers walk their
   headers in columns too, one header per round, until few are left. When fewer than
@@ -637,7 +640,8 @@ def _uniform_wide(buf: U8, run: _Run, first: memoryview, length_width: int, ts_a
     expect |= int.from_bytes(b"\x80" * (ts_width - 1), "little") << shift
     sign = 1 << shift  # the zigzag sign bit of the timestamp delta: in the low half (a length has 4 bytes at most)
     windows: U8 = np.ndarray((rows,), f"V{_WIDE}", buf, p0 + size - 1, (size,)).copy().view(np.uint8)
-    if np.count_nonzero(_wide_column(windows, od_at_of(ts_at, ts_width) + 1, od_width)
+    od_at = ts_at + ts_width  # the offset delta follows the timestamp delta
+    if np.count_nonzero(_wide_column(windows, od_at + 1, od_width)
                         != _od_table(od_width, i0 + n)[i0 + 1:i0 + n]):
         return None
     halves = windows.view("<u8")
@@ -659,10 +663,6 @@ def _uniform_wide(buf: U8, run: _Run, first: memoryview, length_width: int, ts_a
     if min_timestamp is not None and max_timestamp is not None and not min_timestamp <= low <= high <= max_timestamp:
         return None  # some record out of the window, or NO_TIMESTAMP: the general path lists them
     return high
-
-
-def od_at_of(ts_at: int, ts_width: int) -> int:
-    return ts_at + ts_width
 
 
 def scan_columns(body: bytes | memoryview, count: int, first_timestamp: int, min_timestamp: int | None,

@@ -70,7 +70,7 @@ async def test_large_frames_are_read_ahead_only_a_little() -> None:
     stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
     feeding = asyncio.create_task(feed(reader, stream, 1 << 20))
     got, read_ahead = [], []
-    for i, expected in enumerate(frames):
+    for i in range(len(frames)):
         for _ in range(50):  # the reading task busy elsewhere: the transport reads on meanwhile
             await asyncio.sleep(0)
         read_ahead.append(reader._end - reader._start)
