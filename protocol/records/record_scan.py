@@ -66,6 +66,7 @@ STRIDE_FIRST, STRIDE_MAX = 64, 1 << 16
 # `_uniform_wide`'s window: the byte before a record and its first 15.
 _WIDE = 16
 _U64_MAX = (1 << 64) - 1
+_ZERO = (0,)
 _MAX_VARINT_BYTES = 10  # a varlong's most
 _COMPACTED_NO_KEY = "Compacted topic cannot accept message without key."
 
@@ -315,8 +316,10 @@ def _record_heads(body: bytes | memoryview, buf: U8, count: int) -> tuple[I64, I
     Places are written for the records stepped on only: a run's guessed records get theirs from
     `_place` if the run is not taken whole by `_uniform_run`.
     """
-    heads = array("q", bytes(8 * (count + 1)))
-    starts = array("q", bytes(8 * count))
+    # Zeros by repetition: no zeroed bytes object made and copied first (2% of a loaded event
+    # loop's samples for a 10,000-record batch).
+    heads = array("q", _ZERO) * (count + 1)
+    starts = array("q", _ZERO) * count
     head_column: I64 = np.frombuffer(heads, dtype=np.int64)
     start_column: I64 = np.frombuffer(starts, dtype=np.int64)
     runs: list[_Run] = []
