@@ -110,11 +110,11 @@ class Dispatcher:
         return route
 
     @staticmethod
-    def starts_at_once(frame_bytes: bytes | bytearray) -> bool:
+    def starts_at_once(frame_bytes: bytes | bytearray | memoryview) -> bool:
         """Whether this request is started in the reading task (Connection.start, eager)."""
         return len(frame_bytes) >= 2 and frame_bytes[0] == _EAGER_FIRST_BYTE and frame_bytes[1] in _EAGER_SECOND_BYTES
 
-    async def handle(self, conn: Connection, frame_bytes: bytes | bytearray) -> bool:
+    async def handle(self, conn: Connection, frame_bytes: bytes | bytearray | memoryview) -> bool:
         """Answer one request; False closes the connection."""
         received = time.monotonic()
         try:

@@ -181,6 +181,48 @@ def test_every_varint_byte_changed_inside_a_run(key: bytes | None, value: bytes 
                 both(body, n, NOW, NOW - 100, NOW + 10 ** 6, key is not None)
 
 
+# (key, value) pairs around the edges of record_scan._uniform_wide: records of 15 bytes and
+# more, every field in their first 15 (a value size ending at byte 14 or 15), and longer ones.
+WIDE_EDGES = [(None, b"v" * 100), (None, b"v" * 8), (None, b"v" * 7), (b"k" * 9, b"v" * 40),
+              (b"k" * 10, b"v" * 40), (b"k", b"v" * 70), (b"", None)]
+
+
+@pytest.mark.parametrize(("key", "value"), WIDE_EDGES)
+def test_every_byte_of_the_wide_window_changed_inside_a_run(monkeypatch: pytest.MonkeyPatch, key: bytes | None,
+                                                           value: bytes | None) -> None:
+    """The 16 bytes that _uniform_wide gathers per record (the one before it and its first
+    15), each set to values that keep or break the record, in a run's first, middle and last
+    records and in the records after the first of three runs: the loop's answer every time,
+    and the wide path asked whenever the record's layout fits in its window."""
+    wide = []
+    real = record_scan._uniform_wide
+
+    def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        wide.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(record_scan, "_uniform_wide", spy)
+    n = 300
+    encoded = [encode_record(i, i * 3, key, value) for i in range(n)]
+    both(b"".join(encoded), n, NOW, NOW - 100, NOW + 10 ** 6, key is not None)
+    # Runs [0, 22), [22, 64) and [64, 300): timestamp deltas of one byte to 63, offset deltas to 63.
+    def fits(record: bytes) -> bool:  # 15 bytes or more, the value size's varint ending by byte 15
+        return len(record) >= 15 and record_batch.varint_at(record, varint_places(record)[-2])[1] <= 15
+
+    assert bool(wide) == any(fits(encoded[i]) for i in (0, 22, 100))
+    starts = [0]
+    for r in encoded:
+        starts.append(starts[-1] + len(r))
+    body = b"".join(encoded)
+    for i in (1, 22, 64, 65, 150, n - 1):  # 22: timestamp deltas of one byte end there; 64: offset deltas
+        for at in range(starts[i] - 1, min(starts[i] + 15, len(body))):
+            b = body[at]
+            for new in {0x00, 0x01, 0x7F, 0x80, 0xFF, b ^ 0x01, b ^ 0x80, (b + 2) % 256} - {b}:
+                changed = body[:at] + bytes([new]) + body[at + 1:]
+                both(changed, n, NOW, NOW - 100, NOW + 10 ** 6, key is not None)
+                both(changed, n, NOW, None, None, False)
+
+
 def test_uniform_runs_are_taken_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     """bench.produce_load's batches: every record is in a run that _uniform_run takes (three
     runs: offset deltas of one, two and three bytes), and the result is the loop's."""
