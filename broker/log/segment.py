@@ -246,7 +246,7 @@ class Segment:
             pos += size
         tindex.maybe_append(tracker.max_timestamp, tracker.offset_of_max)  # the final entry, as a close's
         self._keys, self._positions = keys, positions
-        self._bytes_since_index = since
+        self._bytes_since_index = since + (end - pos)  # as load_index counts them: to the file's end
         self._time_index, self._timestamps = tindex, tracker
         self._index_on_disk = self._time_on_disk = 0
         self._files_made = False
