@@ -7,10 +7,11 @@ manager's background pass makes them empty (`Segment.make_files`), and the segme
 write. An empty segment never needs them: its missing files are equivalent to empty ones, so a
 shutdown creates none for it and an open takes it as it is (broker.log.segment, broker.log.log).
 
-A segment registers here when it is created, and one opened empty with neither file at its first
-append (registering those at the open would make their files during the start-up, 20,000 file
-creations competing with it at 10,000 partitions, for segments that may never be written); so the
-pass knows what is pending without walking every partition: with 10,000 partitions that walk cost
+A segment registers here when it is created; one opened empty with neither file at its first
+append, and one whose files a clean close left out (broker.log.segment) at its first index point,
+from when its close must make them (registering those at the open would make their files during
+the start-up, 20,000 file creations competing with it at 10,000 partitions, for segments that may
+never need them); so the pass knows what is pending without walking every partition: with 10,000 partitions that walk cost
 ~1 ms of the event loop every pass, with nothing to do. Segments are registered by whichever
 thread builds or appends to them and taken by the loop: one lock guards the set.
 """

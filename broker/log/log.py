@@ -24,7 +24,9 @@ both files back): after a restart recovery finds every entry written before it.
 
 Each segment has a time index (broker.log.time_index) and `offset_for_timestamp` answers
 ListOffsets by timestamp as Kafka's Log.fetchOffsetByTimestamp does; a time index that is missing
-or corrupt has its segment recovered (rebuilt from the log) at open.
+or corrupt has its segment recovered (rebuilt from the log) at open, except the last segment's
+after a clean close that left both its index files out (broker.log.segment: rebuilt from the entry
+heads, nothing validated).
 
 Retention (broker.log.retention holds the rules): `delete_oldest_segments` removes whole
 segments from the front as Kafka's asynchronous delete does: the files are renamed to
@@ -180,6 +182,10 @@ class Log:
         rebuilt the same way; a bad entry there also drops every later segment, because the log
         must stay contiguous.
 
+        After a clean close, a last segment with bytes and neither index file (its close left
+        them out: Segment.write_indexes) has both rebuilt from its entry heads, as it was, without
+        validating anything (`Segment.files_omitted`).
+
         A segment with no bytes and neither index file (a new segment closed before its files
         were made) is taken as it is, clean or not: empty indexes, nothing to recover; its files
         are made after its first append, like a new segment's (`index_files`,
@@ -256,6 +262,13 @@ class Log:
                 if last:
                     next_offset = base
                     self._dir_dirty = True  # perhaps made just now (make_new_log_dir): the next flush syncs the entry
+                continue
+            if clean and last and not (seg.index_existed or seg.time_index_existed):
+                # Bytes but neither index file after a clean close: the close left them out, as
+                # they held nothing the entry heads cannot say (Segment.write_indexes); both are
+                # rebuilt from the heads the end offset is read from. Departure: Kafka recovers
+                # a segment whose offset index is missing (its close always writes the files).
+                next_offset = seg.files_omitted()
                 continue
             if clean and seg.index_existed and seg.time_index_existed:
                 # Kafka's LazyIndex: after a clean shutdown the indexes are read on first use
@@ -807,14 +820,16 @@ class Log:
 
     # ---- durability and lifetime -----------------------------------------------------
 
-    def flush(self, sync_dir: bool = True) -> None:
+    def flush(self, sync_dir: bool = True, closing: bool = False) -> None:
         """fsync every segment written since the last flush, and the directory if files changed
-        (unless `sync_dir` is False: close fsyncs it once, after its marker)."""
+        (unless `sync_dir` is False: close fsyncs it once, after its marker). `closing`: the
+        close's, which may leave the active segment's index files out (Segment.write_indexes)."""
         self._check_open()
         self.settle_now()
+        active = self._segments[-1]
         try:
             for seg in self._unflushed:
-                seg.flush()
+                seg.flush(closing=closing and seg is active)
             self._unflushed.clear()
             if self._dir_dirty and sync_dir:
                 fsync_dir(self.directory)
@@ -837,7 +852,7 @@ class Log:
                 active.append_final_time_entry()
                 self._unflushed.add(active)
                 for seg in self._unflushed:
-                    seg.write_indexes()
+                    seg.write_indexes(closing=seg is active)
                 self._unflushed.clear()
             except OSError as e:
                 self._close_fds()
@@ -853,10 +868,10 @@ class Log:
                 # Kafka's LogSegment.close: the active segment's time index ends with its maximum.
                 active = self._segments[-1]
                 active.append_final_time_entry()
-                active.write_indexes()
+                active.write_indexes(closing=True)
             except OSError as e:
                 raise self._fail("close", e) from e
-            self.flush(sync_dir=False)  # the marker's directory fsync below covers the directory
+            self.flush(sync_dir=False, closing=True)  # the marker's directory fsync below covers the directory
         except KafkaStorageError:
             self._close_fds()
             raise

@@ -226,10 +226,14 @@ async def test_sigterm_exits_zero_and_data_survives(broker) -> None:  # noqa: AN
 async def test_sigterm_exits_one_when_a_log_cannot_be_closed(broker) -> None:  # noqa: ANN001
     """A failed shutdown exits 1 (Kafka 2.8's shutdown hook halts with 1), saying which phase
     failed: here the partition's directory is removed under the running broker, so its close
-    cannot write the indexes or the producer snapshot, and no clean-shutdown marker is left."""
+    cannot write the indexes or the producer snapshot, and no clean-shutdown marker is left.
+    The second produce starts past index.interval.bytes (an index point), so the close has index
+    files to make: one whose log says all they would makes none (broker.log.segment) and, like
+    Kafka's, does not notice its directory is gone."""
     async with await connect(broker) as conn:
         await create_topic(conn, "gone")
-        await produce(conn, "gone", 0, [(b"k", b"v")])
+        for _ in range(2):
+            await produce(conn, "gone", 0, [(b"k", b"v" * 5000)])
     shutil.rmtree(broker.log_dir / "gone-0")
     assert broker.stop() == 1
     out = broker.log()
