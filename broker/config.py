@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from broker.config_env import properties_from_env
+from broker.log.page_cache import DEFAULT_WINDOW_BYTES as DEFAULT_PAGE_CACHE_WINDOW
 from broker.security.acl import AUTHORIZER_NAMES, parse_super_users
 from broker.security.sasl_listeners import SaslConfigError, SaslListeners, inter_broker_sasl
 from broker.security.sasl_scram import CredentialCache
@@ -227,6 +228,9 @@ class BrokerConfig:
     # Project key (Kafka has none): segment .log files kept open at once, active ones included;
     # 0 derives it from the soft RLIMIT_NOFILE (three quarters of it). See broker/log/open_files.py.
     log_max_open_segment_files: int = 0
+    # Project key (Kafka has none): page cache a segment being written keeps behind its end; older
+    # pages are written back and dropped. -1 leaves them to the kernel. See broker/log/page_cache.py.
+    log_page_cache_window_bytes: int = DEFAULT_PAGE_CACHE_WINDOW
     replication_throttle_leftover_warn_ms: int = 300000
     # Kafka 2.8 expires a partition's idle producer ids after transactional.id.expiration.ms
     # (LogManager's maxPidExpirationMs); producer.id.expiration.ms only came with Kafka 3.x.
@@ -428,6 +432,7 @@ _PARSERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "controlled.shutdown.retry.backoff.ms": ("controlled_shutdown_retry_backoff_ms", _non_negative),
     "metrics.listener": ("metrics_listener", lambda k, v: v.strip() or None),
     "log.max.open.segment.files": ("log_max_open_segment_files", _non_negative),
+    "log.page.cache.window.bytes": ("log_page_cache_window_bytes", lambda k, v: _int(k, v, -1)),
     "replication.throttle.leftover.warn.ms": ("replication_throttle_leftover_warn_ms", _positive),
     "log.retention.hours": ("log_retention_hours", _int),
     "log.retention.minutes": ("log_retention_minutes", _int),

@@ -112,7 +112,7 @@ _STATIC_TYPES: dict[str, ConfigType] = {
     **dict.fromkeys(("connections.max.idle.ms", "queued.max.request.bytes", "replica.lag.time.max.ms",
                      "quota.producer.default", "quota.consumer.default",
                      "replication.throttle.leftover.warn.ms", "controlled.shutdown.retry.backoff.ms",
-                     "log.retention.ms", "log.retention.bytes",
+                     "log.retention.ms", "log.retention.bytes", "log.page.cache.window.bytes",
                      "log.roll.ms", "log.retention.check.interval.ms", "log.segment.delete.delay.ms",
                      "log.cleaner.dedupe.buffer.size", "log.cleaner.min.compaction.lag.ms",
                      "log.cleaner.max.compaction.lag.ms", "log.cleaner.delete.retention.ms", "log.cleaner.backoff.ms",

@@ -65,6 +65,7 @@ from pathlib import Path
 from broker.log.errors import InvalidAppend, KafkaStorageError, OffsetOutOfRange
 from broker.log.index_files import PendingIndexFiles
 from broker.log.open_files import SEGMENT_FILES, OpenFile, OpenFiles, is_descriptor_exhaustion
+from broker.log.page_cache import DISABLED as DISABLED_WINDOW
 from broker.log.retention import SegmentStat, should_roll_on_time
 from broker.log.segment import HEADER, U32_MAX, Segment, segment_name
 from broker.log.time_index import legacy_offsets
@@ -142,6 +143,9 @@ class Log:
         self._failed: KafkaStorageError | None = None
         # Retention and time rolls (see the module docstring).
         self.segment_ms = DEFAULT_SEGMENT_MS
+        # Page cache kept behind the end of the segment being written (broker.log.page_cache;
+        # the broker sets log.page.cache.window.bytes, a log made elsewhere leaves it to the kernel).
+        self.page_cache_window = DISABLED_WINDOW
         self._clock = clock
         self._log_start_offset = 0
         self._active_created_ms = clock()
@@ -362,7 +366,7 @@ class Log:
                 active = self._roll()
             if active.size == 0:
                 self._active_first_timestamp = max_timestamp(data)[0]
-            pos = active.append(data, self._log_end_offset)
+            pos = active.append(data, self._log_end_offset, self.page_cache_window)
         except OSError as e:
             # Nothing moved: the segment cut its files back (or says it could not), and the
             # log end offset, size and index are those from before the call.

@@ -62,6 +62,7 @@ import structlog
 
 from broker.log.index_files import PendingIndexFiles
 from broker.log.open_files import SEGMENT_FILES, OpenFile, OpenFiles
+from broker.log.page_cache import TailCache
 from broker.log.small_files import read_small
 from broker.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from broker.log.time_index import TimeIndex, TimestampTracker
@@ -143,7 +144,7 @@ class Segment:
                  "_keys", "_positions", "_bytes_since_index", "_tail_key", "_tail_pos", "time_index_existed",
                  "_time_index", "_timestamps", "_file", "_pool", "_pinned", "_closed", "_index_on_disk",
                  "_time_on_disk", "_index_cut", "_time_cut", "_files_made", "_index_lazy", "_time_lazy",
-                 "_pending", "__weakref__")
+                 "_pending", "tail_cache", "__weakref__")
 
     def __init__(self, directory: Path, base_offset: int, index_interval: int, *, create: bool,
                  pool: OpenFiles | None = None, pinned: bool = True,
@@ -188,6 +189,7 @@ class Segment:
         self._pending = pending
         if create and pending is not None:
             pending.add(self)
+        self.tail_cache: TailCache | None = None  # made at the first append that follows a window
         if not pinned:
             self._pool.idle(self)
         self._keys = _u32_array()
@@ -609,8 +611,9 @@ class Segment:
 
     # ---- append ----------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray | memoryview, first_key: int) -> int:
+    def append(self, data: bytes | bytearray | memoryview, first_key: int, cache_window: int = -1) -> int:
         """Append whole entries; `first_key` is the log end offset before them. Returns the position.
+        `cache_window`: the page cache kept behind the end (`follow_cache`).
 
         All or nothing: the in-memory size and indexes move only once the entries are written.
         On an OSError (ENOSPC, EIO) the file is cut back to its size before the call and the
@@ -651,6 +654,8 @@ class Segment:
                 raise RollbackFailed(named, cut) from e
             raise named from e
         self._grown(pos, n, key, index_point)
+        if cache_window >= 0:
+            self.follow_cache(fd, pos + n, cache_window)
         return pos
 
     def write_target(self) -> tuple[OpenFile, int]:
@@ -660,6 +665,16 @@ class Segment:
             self._need_index()
             self._need_time()
         return self.handle(), self.size
+
+    def follow_cache(self, fd: int, end: int, window: int, broker_id: int | None = None) -> None:
+        """After an append made the file end at `end`: keep its page cache to `window` behind
+        the end (broker.log.page_cache; -1: the kernel decides). Called by whoever wrote."""
+        if window < 0:
+            return
+        cache = self.tail_cache
+        if cache is None:
+            cache = self.tail_cache = TailCache()
+        cache.follow(fd, end, window, self.log_path, broker_id)
 
     def written(self, data: bytes | bytearray | memoryview, first_key: int) -> None:
         """An append's bytes are in the file at `self.size` (written by the writer thread, in

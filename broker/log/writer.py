@@ -276,6 +276,10 @@ class DirWriter:
                 later.attempted = False
                 later.error = Unwritten(named)
             return named
+        last = run[-1]
+        window = last.log.page_cache_window
+        if window >= 0:  # here, off the loop: starting writeback and dropping pages are syscalls too
+            last.segment.follow_cache(fd, last.position + last.size, window, self.broker_id)
         return None
 
     # ---- the loop side ---------------------------------------------------------------

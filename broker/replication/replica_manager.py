@@ -548,6 +548,7 @@ class ReplicaManager:
         plog = Log.open(directory, segment_bytes=segment_bytes or self.config.log_segment_bytes,
                         log_start_offset=self._start_checkpointed.get((topic, index), 0), clean_shutdown=clean,
                         index_files=self.index_files)
+        plog.page_cache_window = self.config.log_page_cache_window_bytes
         producers = PartitionProducers(plog, self.config.transactional_id_expiration_ms)
         try:
             # What open changes is written by become_leader's new epoch or become_follower.
