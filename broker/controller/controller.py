@@ -34,6 +34,7 @@ import structlog
 from broker.controller.channel import ControllerChannel
 from broker.controller.context import ControllerContext
 from broker.controller.epochs import ControlRequestEpochs
+from broker.controller.first_state import coherent, first_state, replacing
 from broker.controller.log_dir_events import no_leader, take_notifications
 from broker.controller.reassign import Reassigner
 from broker.zk import layout as L
@@ -279,14 +280,20 @@ class Controller:
         return (state.leader in self.ctx.live and state.leader not in self.ctx.shutting_down
                 and state.leader not in self.dir_offline)
 
+    def _alive(self, replicas: list[int]) -> list[int]:
+        """The assigned replicas that may be in a first state, in assignment order: registered, log
+        directory online. (Kafka's isReplicaOnline also leaves out a broker in controlled shutdown;
+        the first states here have never done so.)"""
+        return [r for r in replicas if r in self.ctx.live and r not in self.dir_offline]
+
     async def _bring_online(self, partitions: list[TP], new: bool = False) -> list[TP]:
         """New partitions get a first state; partitions whose leader is gone get a new one.
 
         `new`: the brokers have not been told of these partitions yet (a topic or partitions just
-        created): one whose state znode was found there already, with a leader that may lead, is
-        kept as it is and returned among the changed, to be sent (Kafka's controller, at a
-        failover, keeps such a state the same way; at creation it only logs a failed state change
-        for it and leaves the partition without a leader until its next failover).
+        created): one whose state znode was found there already is adopted (`_adopt`: kept, or
+        replaced when it cannot be this assignment's) and returned among the changed, to be sent
+        (Kafka's controller, at a failover, keeps such a state; at creation it only logs a failed
+        state change for it and leaves the partition without a leader until its next failover).
 
         The first states are written _CREATE_WINDOW partitions a ZooKeeper multi-op (each
         partition's `partitions/<n>` and its `state`), after each topic's `partitions` znode:
@@ -301,16 +308,19 @@ class Controller:
             replicas = self.ctx.assignment[tp[0]][tp[1]]
             cur = self.ctx.states.get(tp)
             if cur is None:
-                alive = [r for r in replicas if r in self.ctx.live and r not in self.dir_offline]
-                if alive:
-                    fresh.append((tp, L.PartitionState(alive[0], 0, self.ctx.epoch, alive)))
+                state = first_state(self._alive(replicas), self.ctx.epoch)
+                if state is not None:
+                    fresh.append((tp, state))
+            elif new:
+                if not self.ctx.active:
+                    break
+                if await self._adopt(tp):
+                    changed.append(tp)
             elif not self._leads(cur[0]):
                 if not self.ctx.active:
                     break
                 if await self._elect_leader(tp):
                     changed.append(tp)
-            elif new:
-                changed.append(tp)
         for topic in sorted({tp[0] for tp, _ in fresh}):
             if not self.ctx.active:
                 break
@@ -350,12 +360,9 @@ class Controller:
                 if isinstance(result, FencedError) or (fenced and isinstance(result, NodeExistsError)):
                     continue  # no longer the controller: it decides nothing more
                 elif isinstance(result, NodeExistsError):
-                    # Written since it was read (another writer): taken as found, as above.
+                    # Written since it was read (another writer): adopted as a found one is.
                     await self.ctx.read_state(*tp)
-                    cur = self.ctx.states.get(tp)
-                    if cur is not None and self._leads(cur[0]):
-                        changed.append(tp)
-                    elif await self._elect_leader(tp):
+                    if await self._adopt(tp):
                         changed.append(tp)
                 elif isinstance(result, Exception):
                     failed.append(tp)
@@ -372,6 +379,43 @@ class Controller:
                 self._fenced(window[0][0])
                 break
         return changed
+
+    async def _adopt(self, tp: TP) -> bool:
+        """A state found where a new partition's first state was to be written: True if `tp` has
+        a state to send after it.
+
+        A state coherent with the assignment (broker.controller.first_state.coherent) is kept,
+        and a leader elected from it when its own may not lead, as a failover handles a state it
+        reads. Any other is a leftover of another incarnation and is replaced by the first state
+        Kafka would have written, with the next leader epoch, in a conditional set fenced by the
+        controller epoch (ControllerContext.write_state). Kafka 2.8 neither keeps nor replaces
+        it at creation (a failed state change, the partition without a leader until a failover,
+        which would then keep or elect from the leftover); a replacement gives the partition the
+        leader and ISR its creation asked for, and no broker can hold data of this incarnation yet.
+        When no assigned replica is alive the leftover is left as it is, as Kafka writes nothing then.
+        """
+        for _ in range(3):
+            cur = self.ctx.states.get(tp)
+            if cur is None or not self.ctx.active:
+                return False
+            stale, version = cur
+            replicas = self.ctx.assignment[tp[0]][tp[1]]
+            if coherent(stale, replicas):
+                return self._leads(stale) or await self._elect_leader(tp)
+            state = replacing(stale, self._alive(replicas), self.ctx.epoch)
+            if state is None:
+                log.warning("controller.stale_state_kept", broker_id=self.broker_id, topic=tp[0], partition=tp[1],
+                            stale_leader=stale.leader, stale_isr=stale.isr, replicas=replicas,
+                            reason="no assigned replica alive")
+                return False
+            if await self.ctx.write_state(tp, state, version):
+                log.warning("controller.stale_state_replaced", broker_id=self.broker_id, topic=tp[0],
+                            partition=tp[1], stale_leader=stale.leader, stale_isr=stale.isr,
+                            stale_leader_epoch=stale.leader_epoch, replicas=replicas, leader=state.leader,
+                            leader_epoch=state.leader_epoch, isr=state.isr)
+                return True
+            # Its zkVersion moved (re-read by write_state), or this controller was fenced: decided again.
+        return False
 
     def _fenced(self, tp: TP) -> None:
         """A write found `/controller_epoch` moved: another controller was elected, this term is over."""

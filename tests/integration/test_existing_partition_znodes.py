@@ -7,8 +7,11 @@ make such znodes exist before the partitions are created and check the outcome: 
 led by a broker that knows it leads (a produce with acks=all succeeds), every state znode there
 and right, and the ones found there handled as Kafka 2.8's controller handles a state it reads
 (ControllerContext after a failover: kept while its leader is alive, else a new leader elected
-from it); Kafka's controller at creation only logs a failed state change for such a partition
-and leaves it without a leader until the next controller failover.
+from it) when they could be their assignment's (leader assigned or none, ISR within the
+replicas); any other is a leftover of another assignment and is replaced by the first state
+Kafka would have written (broker.controller.first_state). Kafka's controller at creation only
+logs a failed state change for such a partition and leaves it without a leader until the next
+controller failover.
 
 With CreateTopics no znode of the batch can exist first: they all live under the topic's own
 znode, and a topic whose znode exists is refused TOPIC_ALREADY_EXISTS (as Kafka's
@@ -32,10 +35,11 @@ from broker.zk.server import ZooKeeperServer
 from fetcher.connection import KafkaConnection
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.records.message_set import decode_records
 from tests.support.cluster import Cluster
 from tests.support.topics import create_topic, wait_leaders
 from tests.support.waiting import wait_for
-from tests.support.wire import connect, produce
+from tests.support.wire import connect, fetch, produce
 from tests.support.zookeeper import zk_connect
 
 pytestmark = pytest.mark.integration
@@ -81,7 +85,8 @@ async def test_create_partitions_over_existing_znodes(cluster: Cluster) -> None:
     # Partition 3: a state whose leader is alive: kept as it is.
     kept = L.PartitionState(leader=1, leader_epoch=4, controller_epoch=1, isr=[1, 2])
     await zk.create(L.partition_state_path(TOPIC, 3), kept.encode(), make_parents=True)
-    # Partition 4: a state whose leader (9) never lived: a leader elected from its ISR's live members.
+    # Partition 4: a state whose leader (9) never lived nor is assigned: a leftover of another
+    # assignment, replaced by the first state (0 leads, both assigned replicas in the ISR).
     gone = L.PartitionState(leader=9, leader_epoch=6, controller_epoch=1, isr=[9, 0])
     await zk.create(L.partition_state_path(TOPIC, 4), gone.encode(), make_parents=True)
 
@@ -105,7 +110,7 @@ async def test_create_partitions_over_existing_znodes(cluster: Cluster) -> None:
     adopted = await _state(cluster, TOPIC, 3)
     assert (adopted.leader, adopted.leader_epoch) == (1, 4)
     elected = await _state(cluster, TOPIC, 4)
-    assert elected.leader == 0 and elected.leader_epoch >= 7 and 9 not in elected.isr
+    assert (elected.leader, elected.leader_epoch, elected.isr) == (0, 7, [0, 2])
     async with await connect(cluster) as conn:
         assert (await _leaders(conn, TOPIC))[3] == 1
 
@@ -145,6 +150,50 @@ async def test_a_controller_finds_a_topic_half_made(broker_factory, zk_server: Z
         assert "controller.first_states_one_by_one" in b.log_path.read_text()
 
 
+async def test_a_leftover_state_of_another_assignment_is_replaced(cluster: Cluster) -> None:
+    """States left by another incarnation of the partitions (a leader that is not assigned, broker
+    7 that never existed; an ISR member that is not assigned) are not adopted: each partition comes
+    up led by its first live assigned replica, with its live assigned replicas as ISR and the next
+    leader epoch, is produced to and consumed from, and the controller says what it replaced."""
+    zk = cluster.zk
+    topic = "again"
+    await create_topic(cluster, topic, assignment={0: [0, 1]})
+    nobody = L.PartitionState(leader=7, leader_epoch=12, controller_epoch=1, isr=[7])
+    await zk.create(L.partition_state_path(topic, 1), nobody.encode(), make_parents=True)
+    # Broker 2 is alive and assigned to partition 2, but 0 in its ISR is not.
+    outsider = L.PartitionState(leader=2, leader_epoch=3, controller_epoch=1, isr=[2, 0])
+    await zk.create(L.partition_state_path(topic, 2), outsider.encode(), make_parents=True)
+
+    async with await connect(cluster) as conn:
+        body = {"topics": [{"name": topic, "count": 3, "assignments": [{"broker_ids": [2, 0]}, {"broker_ids": [1, 2]}]}],
+                "timeout_ms": 10000, "validate_only": False}
+        resp = await conn.request(ApiKey.CREATE_PARTITIONS, 1, body)
+        assert resp["results"][0]["error_code"] == 0, resp
+
+    await _produce_to_every_leader(cluster, topic, 3)
+    replaced = {p: await _state(cluster, topic, p) for p in (1, 2)}
+    assert [(st.leader, st.leader_epoch, st.isr) for st in replaced.values()] == [(2, 13, [2, 0]), (1, 4, [1, 2])]
+    assert all(st.controller_epoch >= 1 for st in replaced.values())
+    async with await connect(cluster) as conn:
+        assert await _leaders(conn, topic) == {0: 0, 1: 2, 2: 1}
+
+    # Consumed from each leader: what the produce above wrote, and what is produced now.
+    for p, leader in ((1, 2), (2, 1)):
+        async with await connect(cluster.by_id(leader)) as conn:
+            got = await produce(conn, topic, p, [(b"k", f"after-{p}".encode())], acks=-1)
+            assert got["error_code"] == 0 and got["base_offset"] == 1, (p, got)
+            fetched = (await fetch(conn, [(topic, p, 0, 1 << 20)]))[(topic, p)]
+        assert fetched["error_code"] == 0 and fetched["high_watermark"] == 2, (p, fetched)
+        assert [r.value for r in decode_records(fetched["records"])] == [f"m{p}".encode(), f"after-{p}".encode()]
+
+    controller = cluster.by_id(await cluster.controller())
+    events = [line for line in controller.log_path.read_text().splitlines() if "controller.stale_state_replaced" in line]
+    assert len(events) == 2, events
+    assert all(f"broker_id={controller.broker_id}" in line and "topic='again'" in line for line in events), events
+    assert any("partition=1" in line and "stale_leader=7" in line and "stale_isr=[7]" in line for line in events), events
+    assert any("partition=2" in line and "stale_leader=2" in line and "stale_isr=[2, 0]" in line for line in events), events
+
+
 # ---- the controller alone, in-process, on a real ZooKeeper --------------------------------
 
 
@@ -165,8 +214,9 @@ async def test_states_written_between_the_read_and_the_multi(zk_server: ZooKeepe
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Another writer makes two of a new topic's state znodes after the controller read the topic
     and before its multi-op: the multi fails whole, the states are created one by one, and the
-    two found are handled as read ones are (a live leader kept, a dead one replaced); every
-    partition is sent to its broker."""
+    two found are handled as read ones are (a live leader kept; a leader neither alive nor
+    assigned replaced by the first state, with the next leader epoch); every partition is sent
+    to its broker."""
     async with zk_connect(zk_server) as zk, zk_connect(zk_server) as other:
         for path in L.PERSISTENT_PATHS:
             await zk.ensure_path(path)
