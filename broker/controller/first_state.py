@@ -9,7 +9,7 @@ exists already it only logs a failed state change (NodeExists) and leaves the pa
 NewPartition, with no leader and nothing sent, until the next controller failover reads the
 state as it finds it. minibroker instead keeps (adopts) such a state and sends it, so the
 partition comes up at once; but only a state that could belong to this assignment: one whose
-leader is assigned (or none, -1) and whose ISR is a subset of the assigned replicas. Any other
+ISR is a subset of the assigned replicas and whose leader is none (-1) or in that ISR. Any other
 is a leftover of another incarnation (a topic deleted and made again with another assignment,
 say): kept, its leader would never be told it leads (LeaderAndIsr goes to the assigned replicas)
 or, being gone, could never be replaced cleanly from an ISR that shares nobody with the
@@ -25,9 +25,10 @@ NO_LEADER = -1
 
 
 def coherent(state: L.PartitionState, replicas: list[int]) -> bool:
-    """The state could be this assignment's: its leader assigned or none, its ISR within the replicas."""
+    """The state could be this assignment's: its ISR within the replicas, and its leader none or
+    an assigned replica in that ISR (Kafka never writes a leader outside its ISR)."""
     assigned = set(replicas)
-    return (state.leader == NO_LEADER or state.leader in assigned) and assigned.issuperset(state.isr)
+    return assigned.issuperset(state.isr) and (state.leader == NO_LEADER or state.leader in state.isr)
 
 
 def first_state(alive: list[int], controller_epoch: int, leader_epoch: int = 0) -> L.PartitionState | None:

@@ -66,6 +66,7 @@ from broker.log.errors import InvalidAppend, KafkaStorageError, OffsetOutOfRange
 from broker.log.index_files import PendingIndexFiles
 from broker.log.open_files import SEGMENT_FILES, OpenFile, OpenFiles, is_descriptor_exhaustion
 from broker.log.page_cache import DISABLED as DISABLED_WINDOW
+from broker.log.page_cache import TailCache
 from broker.log.retention import SegmentStat, should_roll_on_time
 from broker.log.segment import HEADER, U32_MAX, Segment, segment_name
 from broker.log.time_index import legacy_offsets
@@ -479,6 +480,11 @@ class Log:
         # both its indexes go to disk whole (a sealed segment's are trusted at the next open).
         old.append_final_time_entry()
         old.write_indexes()
+        # Its page cache beyond its last step goes at the new segment's first append (held by
+        # the file object until then, so an eviction cannot close it: broker.log.page_cache).
+        behind = old.tail_cache
+        sealed = None if self.page_cache_window < 0 or behind is None else (
+            old.handle(), behind.kicked, behind.dropped, old.size)
         # The new base is the log end offset: every offset in what comes next is >= it, and it
         # lets an empty last segment tell the log end offset after a restart. The old segment
         # gives its descriptor to the pool first, so a full pool can evict it for the new one.
@@ -488,6 +494,9 @@ class Log:
         except BaseException:
             old.pin()  # still the active segment: it reopens on its next append if it was evicted
             raise
+        if sealed is not None:
+            seg.tail_cache = TailCache()
+            seg.tail_cache.sealed = sealed
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._dir_dirty = True

@@ -183,6 +183,7 @@ class DirWriter:
 
     def _run(self) -> None:
         group: list[PendingAppend] = []  # taken off the queue, not yet handed back
+        tails: list[PendingAppend] = []  # the last entry of each run written, for its page-cache round
         try:
             while True:
                 with self._cond:
@@ -214,6 +215,8 @@ class DirWriter:
                     if failed is not None:
                         with self._cond:
                             self._failed = failed
+                    else:
+                        tails.append(group[j - 1])
                     i = j
                 with self._cond:
                     for entry in group:
@@ -221,6 +224,8 @@ class DirWriter:
                     self._done.extend(group)
                     self._cond.notify_all()
                     self._schedule()
+                self._follow_caches(tails)
+                tails = []
                 # Hold nothing while waiting for the next entries: the last entry would keep its
                 # request frame and its segment's descriptor (a deleted segment's too) alive.
                 group = []
@@ -242,6 +247,14 @@ class DirWriter:
                         self._done.append(entry)
                 self._cond.notify_all()
                 self._schedule()
+
+    def _follow_caches(self, tails: list[PendingAppend]) -> None:
+        """Each written file's page-cache round (broker.log.page_cache): here, off the loop, and
+        after the group was handed back, so no acknowledgement waits for its system calls."""
+        for last in tails:
+            window = last.log.page_cache_window
+            if window >= 0:
+                last.segment.follow_cache(last.file.fd, last.position + last.size, window, self.broker_id)
 
     def _write(self, run: list[PendingAppend]) -> OSError | None:
         """A run of entries to one file appended (O_APPEND: at the end, which is each one's
@@ -276,10 +289,6 @@ class DirWriter:
                 later.attempted = False
                 later.error = Unwritten(named)
             return named
-        last = run[-1]
-        window = last.log.page_cache_window
-        if window >= 0:  # here, off the loop: starting writeback and dropping pages are syscalls too
-            last.segment.follow_cache(fd, last.position + last.size, window, self.broker_id)
         return None
 
     # ---- the loop side ---------------------------------------------------------------

@@ -17,6 +17,8 @@ from broker.zk import layout as L
     (7, [0, 1], [0, 1], False),             # the leader alone outside
     (0, [0, 3], [0, 1], False),             # an ISR member outside the assignment
     (NO_LEADER, [5], [0, 1], False),        # no leader, and an ISR of another assignment
+    (1, [2], [0, 1, 2], False),             # an assigned leader outside its own ISR
+    (1, [], [0, 1], False),                 # an assigned leader with an empty ISR
 ])
 def test_coherent(leader: int, isr: list[int], replicas: list[int], expected: bool) -> None:
     assert coherent(L.PartitionState(leader, 3, 1, isr), replicas) is expected

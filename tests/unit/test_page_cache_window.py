@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,8 +51,25 @@ def test_pages_are_dropped_only_beyond_the_window_and_a_step_at_a_time() -> None
     _, drop = cache.plan(72 * MiB, window)
     assert drop == (0, 8 * MiB)
     _, drop = cache.plan(100 * MiB + 3, window)
-    assert drop == (8 * MiB, 28 * MiB)  # up to the page 64 MiB behind the last whole page
+    # Up to the page 64 MiB behind the last whole page, from a step before the last drop's end:
+    # pages still dirty then (DONTNEED skips them) are offered again.
+    assert drop == (0, 36 * MiB)
     assert cache.dropped == 36 * MiB and cache.kicked == 100 * MiB
+    _, drop = cache.plan(120 * MiB, window)
+    assert drop == (28 * MiB, 28 * MiB)
+
+
+def test_a_sealed_segment_keeps_only_its_last_step_and_has_its_last_page_written_back() -> None:
+    cache = TailCache()
+    window = 64 * MiB  # step 8 MiB
+    cache.sealed = (None, 90 * MiB, 30 * MiB, 100 * MiB + 5)  # type: ignore[assignment]  (no file needed)
+    file, kick, drop = cache.take_sealed(window)  # type: ignore[misc]
+    assert kick == (90 * MiB, 10 * MiB + 5)  # to its very end: nothing more is written to it
+    assert drop == (22 * MiB, 70 * MiB)  # a step back from its last drop, up to its last step
+    assert cache.sealed is None and cache.take_sealed(window) is None  # once
+    cache.sealed = (None, 0, 0, 5 * MiB)  # type: ignore[assignment]  smaller than a step: nothing dropped
+    _, kick, drop = cache.take_sealed(window)  # type: ignore[misc]
+    assert kick == (0, 5 * MiB) and drop is None
 
 
 def test_a_file_cut_back_moves_the_marks_back() -> None:
@@ -88,9 +106,14 @@ WINDOW = 4 * MiB  # step 1 MiB
 
 
 @pytest.fixture
-def log(tmp_path: Path) -> Iterator[Log]:
+def droppable_log_dir(tmp_path: Path) -> Path:
     skip_unless_droppable(tmp_path)
-    lg = Log.open(tmp_path / "t-0", segment_bytes=1 << 30, index_interval_bytes=4096)
+    return tmp_path
+
+
+@pytest.fixture
+def log(droppable_log_dir: Path) -> Iterator[Log]:
+    lg = Log.open(droppable_log_dir / "t-0", segment_bytes=1 << 30, index_interval_bytes=4096)
     lg.page_cache_window = WINDOW
     yield lg
     if not lg._closed:
@@ -137,6 +160,45 @@ async def test_appends_by_the_writer_thread_keep_only_the_window_cached(log: Log
     await writer.close()
     check_only_the_window_is_cached(log)
     assert offsets_in(log) == list(range(64)) and log.log_end_offset == 64
+
+
+def test_without_a_flush_the_started_writeback_lets_the_pages_go(log: Log) -> None:
+    """No fsync: the pages behind the window become clean only through the writeback each round
+    starts (sync_file_range), and later rounds drop them (a drop re-offers a step before its
+    last end). The kernel's own writeback would wait 30 s (dirty_expire_centisecs)."""
+    for i in range(64):
+        log.append(entry(i, VALUE), i)
+    seg = log.segments[-1]
+    window_pages = WINDOW // PAGE
+    deadline = time.monotonic() + 20
+    i = 64
+    while True:
+        pages = resident_pages(seg.log_path)
+        behind = pages[:len(pages) - window_pages - 3 * MiB // PAGE]
+        if not any(behind) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+        log.append(entry(i, VALUE), i)  # a round: offers the last step's pages again
+        i += 1
+    assert behind and not any(behind), f"{sum(behind)} of {len(behind)} pages behind the window still cached"
+    assert offsets_in(log) == list(range(i))
+
+
+def test_a_roll_drops_the_sealed_segment_but_its_last_step(droppable_log_dir: Path) -> None:
+    lg = Log.open(droppable_log_dir / "t-0", segment_bytes=12 * MiB, index_interval_bytes=4096)
+    lg.page_cache_window = WINDOW
+    try:
+        for i in range(64):  # 16 MiB: one roll at 12 MiB
+            lg.append(entry(i, VALUE), i)
+            lg.flush()
+        first, second = lg.segments
+        pages = resident_pages(first.log_path)
+        keep = MiB // PAGE  # the step of a 4 MiB window
+        assert not any(pages[:-keep - 1]), f"{sum(pages[:-keep - 1])} pages of the sealed segment still cached"
+        assert all(pages[-keep:]), "the sealed segment's last step stays for readers at the tail"
+        assert second.size > 0 and second.tail_cache is not None and second.tail_cache.sealed is None
+    finally:
+        lg.close()
 
 
 def test_minus_one_leaves_the_pages_to_the_kernel(log: Log) -> None:
