@@ -25,7 +25,8 @@ MiB = 1 << 20
 # ---- the plan ----------------------------------------------------------------------------
 
 def test_step_is_an_eighth_of_the_window_within_one_and_32_mib() -> None:
-    assert step_for(DEFAULT_WINDOW_BYTES) == 32 * MiB
+    assert step_for(DEFAULT_WINDOW_BYTES) == 8 * MiB
+    assert step_for(256 * MiB) == 32 * MiB
     assert step_for(1 << 30) == 32 * MiB
     assert step_for(16 * MiB) == 2 * MiB
     assert step_for(0) == MiB
