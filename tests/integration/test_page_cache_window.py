@@ -10,14 +10,13 @@ import asyncio
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.support.brokers import BrokerProcess, start_together
 from tests.support.page_cache import PAGE, resident_pages, skip_unless_droppable
 from tests.support.replication import partition_bytes
 from tests.support.topics import create_topic
-from tests.support.traffic import produce_one, read_partition
+from tests.support.traffic import produce_numbered, read_partition
 
 COUNT = 60_000
 WINDOW = 1 << 20
@@ -29,11 +28,7 @@ def value(i: int) -> bytes:
 
 
 def produce_all(bootstrap: str, topic: str) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 64_000,
-                  "enable.idempotence": False})
-    for i in range(COUNT):
-        produce_one(p, topic, value(i), partition=0)
-    assert p.flush(120) == 0
+    produce_numbered(bootstrap, topic, COUNT, value, linger_ms=5, batch_size=64_000)
 
 
 def log_size(broker: BrokerProcess, topic: str) -> int:

@@ -12,13 +12,11 @@ import asyncio
 import subprocess
 import time
 
-from confluent_kafka import Producer
-
 from broker.apis.fetch import SENDFILE_FROM
 from tests.support.brokers import BrokerProcess, start_together
 from tests.support.replication import partition_bytes
 from tests.support.topics import create_topic
-from tests.support.traffic import produce_one, read_partition
+from tests.support.traffic import produce_numbered, read_partition
 from tests.support.wire import connect, fetch
 
 COUNT = 30_000
@@ -29,11 +27,7 @@ def value(i: int) -> bytes:
 
 
 def produce_all(bootstrap: str, topic: str) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "batch.size": 8_000,
-                  "enable.idempotence": False})
-    for i in range(COUNT):
-        produce_one(p, topic, value(i), partition=0)
-    assert p.flush(120) == 0
+    produce_numbered(bootstrap, topic, COUNT, value, linger_ms=20, batch_size=8_000)
 
 
 async def test_a_fetch_by_sendfile_is_the_log_as_stored_and_clients_read_it_all(broker_factory) -> None:  # noqa: ANN001

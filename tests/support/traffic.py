@@ -21,6 +21,16 @@ def produce_one(p: Producer, topic: str, value: bytes | None = None, poll: float
             p.poll(poll)
 
 
+def produce_numbered(bootstrap: str, topic: str, count: int, value: Callable[[int], bytes], linger_ms: int,
+                     batch_size: int) -> None:
+    """value(0) .. value(count - 1) into partition 0 of `topic`, acks=all, no idempotence, all delivered."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms, "batch.size": batch_size,
+                  "enable.idempotence": False})
+    for i in range(count):
+        produce_one(p, topic, value(i), partition=0)
+    assert p.flush(120) == 0
+
+
 def produce_bytes(bootstrap: str, topic: str, partitions: int, total: int, size: int = 1000,
                   flush_timeout: float = 120, on_progress: Callable[[int], None] | None = None,
                   **conf: object) -> None:

@@ -7,26 +7,18 @@ from __future__ import annotations
 
 from broker.controller.controller import Controller
 from broker.zk import layout as L
+from tests.support.controllers import recording_controller
 
 TP = ("t", 0)
 
 
 def controller_with(state: L.PartitionState, replicas: list[int], live: list[int]
                     ) -> tuple[Controller, list[L.PartitionState]]:
-    controller = Controller(zk=object(), broker_id=0)  # type: ignore[arg-type]  # never started
+    controller, written = recording_controller(TP, state)
     controller.ctx.active = True
     controller.ctx.epoch = 6
     controller.ctx.live = {b: L.BrokerInfo(b, "127.0.0.1", 9) for b in live}
     controller.ctx.assignment = {TP[0]: {TP[1]: replicas}}
-    controller.ctx.states[TP] = (state, 7)
-    written: list[L.PartitionState] = []
-
-    async def write_state(tp: tuple[str, int], new: L.PartitionState, version: int) -> bool:
-        assert tp == TP and version == 7
-        written.append(new)
-        controller.ctx.states[tp] = (new, version + 1)
-        return True
-    controller.ctx.write_state = write_state  # type: ignore[method-assign]
     return controller, written
 
 

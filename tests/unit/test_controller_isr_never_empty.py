@@ -12,22 +12,13 @@ from __future__ import annotations
 
 from broker.controller.controller import Controller
 from broker.zk import layout as L
+from tests.support.controllers import recording_controller
 
 TP = ("t", 0)
 
 
 def controller_with(state: L.PartitionState) -> tuple[Controller, list[L.PartitionState]]:
-    controller = Controller(zk=object(), broker_id=0)  # type: ignore[arg-type]  # never started
-    controller.ctx.states[TP] = (state, 7)
-    written: list[L.PartitionState] = []
-
-    async def write_state(tp: tuple[str, int], new: L.PartitionState, version: int) -> bool:
-        assert tp == TP and version == 7
-        written.append(new)
-        controller.ctx.states[tp] = (new, version + 1)
-        return True
-    controller.ctx.write_state = write_state  # type: ignore[method-assign]
-    return controller, written
+    return recording_controller(TP, state)
 
 
 async def test_the_last_member_of_a_leaderless_isr_stays() -> None:
