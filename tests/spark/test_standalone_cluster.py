@@ -98,7 +98,9 @@ class SparkStandalone:
     def alive_workers(self) -> int:
         try:
             return sum(1 for w in self.state()["workers"] if w["state"] == "ALIVE")
-        except OSError:
+        except (OSError, ValueError):
+            # ValueError: while the master's UI is still starting (pyspark 4.3), its port answers
+            # /json/ with the HTML page before the JSON handler is attached.
             return 0
 
     def logs(self) -> str:
