@@ -3,6 +3,7 @@ appends through both write paths (the loop's `Log.append`, the writer thread's).
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import time
@@ -15,7 +16,16 @@ from structlog.testing import capture_logs
 
 from broker.config import BrokerConfig, build_config
 from broker.log import Log
-from broker.log.page_cache import DEFAULT_WINDOW_BYTES, PAGE, TailCache, step_for
+from broker.log.page_cache import (
+    _MAX_RETRY_RUNS,
+    _MERGE_GAP,
+    DEFAULT_WINDOW_BYTES,
+    PAGE,
+    TailCache,
+    merged,
+    resident_runs,
+    step_for,
+)
 from broker.log.writer import DirWriter
 from tests.support.page_cache import resident_pages, skip_unless_droppable
 
@@ -82,6 +92,28 @@ def test_a_file_cut_back_moves_the_marks_back() -> None:
     assert kick is None and drop is None
     kick, _ = cache.plan(12 * MiB, 16 * MiB)
     assert kick == (10 * MiB, 2 * MiB)
+
+
+def test_skipped_runs_merge_when_close_and_keep_the_ones_furthest_behind() -> None:
+    runs = [(10 * MiB, MiB, 5.0), (0, PAGE, 1.0), (2 * PAGE + _MERGE_GAP, PAGE, 3.0), (PAGE, PAGE, 2.0),
+            (4 * PAGE + 2 * _MERGE_GAP, PAGE, 0.5)]
+    # Pages 0 and 1, then a page a merge gap after them: one run, with the latest give-up time; a
+    # page a page more than a gap after that, and 10 MiB, stay apart.
+    assert merged(runs) == [(0, 3 * PAGE + _MERGE_GAP, 3.0), (4 * PAGE + 2 * _MERGE_GAP, PAGE, 0.5),
+                            (10 * MiB, MiB, 5.0)]
+    far_apart = [(i * 4 * MiB, PAGE, 1.0) for i in range(_MAX_RETRY_RUNS + 5)]
+    assert merged(far_apart) == far_apart[:_MAX_RETRY_RUNS]
+
+
+def test_skipped_runs_are_taken_once_cut_to_the_end_and_given_up_on_in_time() -> None:
+    cache = TailCache()
+    cache.keep_skipped([(0, MiB, 100.0), (8 * MiB, 2 * MiB, 100.0), (20 * MiB, MiB, 100.0), (40 * MiB, MiB, 10.0)])
+    # The file was cut back to 9 MiB and a bit: the run at 20 MiB is gone, the one at 8 MiB ends
+    # at the last whole page; at t=50 the run that gave up at t=10 is not offered.
+    assert cache.take_skipped(9 * MiB + 7, now=50.0) == [(0, MiB, 100.0), (8 * MiB, MiB, 100.0)]
+    assert cache.skipped == [] and cache.take_skipped(100 * MiB, now=50.0) == []
+    cache.keep_skipped([(0, MiB, 100.0)])
+    assert cache.take_skipped(100 * MiB, now=100.0) == []  # its time is up
 
 
 def test_the_key_parses_and_a_bad_value_is_refused_naming_it() -> None:
@@ -183,6 +215,62 @@ def test_without_a_flush_the_started_writeback_lets_the_pages_go(log: Log) -> No
         i += 1
     assert behind and not any(behind), f"{sum(behind)} of {len(behind)} pages behind the window still cached"
     assert offsets_in(log) == list(range(i))
+
+
+def test_resident_runs_reads_the_page_cache(droppable_log_dir: Path) -> None:
+    path = droppable_log_dir / "f"
+    path.write_bytes(os.urandom(4 * MiB))
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        assert resident_runs(fd, 0, 4 * MiB) == []
+        os.pread(fd, 3 * PAGE, MiB + PAGE)
+        os.pread(fd, PAGE, 4 * MiB - PAGE)
+        runs = resident_runs(fd, MiB, 3 * MiB)
+        assert runs is not None and runs[-1] == (4 * MiB - PAGE, PAGE)
+        # The kernel may read ahead of the three pages read, never before them.
+        assert runs[0][0] == MiB + PAGE and runs[0][1] >= 3 * PAGE
+        assert resident_runs(fd, 0, MiB) == []
+    finally:
+        os.close(fd)
+
+
+FOLIO_MAX = 4 * MiB  # above the largest page-cache folio of any kernel this runs on (2 MiB on x86-64)
+
+
+def test_pages_a_drop_could_not_take_are_offered_again_until_they_go(droppable_log_dir: Path) -> None:
+    """A drop skips pages it cannot take (dirty, under writeback, mapped): they are offered again
+    at the next rounds rather than left cached. Mapped pages make the skip certain here; a slow
+    writeback (a busy disk, a burst of appends) skips pages the same way."""
+    path = droppable_log_dir / "f"
+    path.write_bytes(os.urandom(16 * MiB))
+    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        os.fsync(fd)  # clean: only the mapped pages can stay
+        held = mmap.mmap(fd, MiB, prot=mmap.PROT_READ)
+        try:
+            assert held[:MiB] == os.pread(fd, MiB, 0)  # every page faulted in and mapped
+            cache = TailCache()
+            cache.follow(fd, 16 * MiB, WINDOW)  # drops 0..12 MiB; the first MiB is held
+            pages = resident_pages(path)
+            # The page cache holds the file in folios of up to 2 MiB (x86-64), dropped whole or
+            # not at all: pages sharing one with the mapping stay too.
+            assert all(pages[:MiB // PAGE]) and not any(pages[FOLIO_MAX // PAGE:12 * MiB // PAGE])
+            [(start, length, _)] = cache.skipped
+            assert start == 0 and MiB <= length <= FOLIO_MAX and not any(pages[length // PAGE:12 * MiB // PAGE])
+        finally:
+            held.close()
+        os.write(fd, os.urandom(MiB))
+        os.fsync(fd)
+        cache.follow(fd, 17 * MiB, WINDOW)  # the next round: its own drop, and the first MiB again
+        # Its drop ends at 13 MiB, perhaps inside a folio that reaches into the window: up to there.
+        behind = 13 * MiB // FOLIO_MAX * FOLIO_MAX // PAGE
+        pages = resident_pages(path)
+        assert not any(pages[:behind]), f"{sum(pages[:behind])} pages behind still cached"
+        assert all(off >= behind * PAGE for off, _, _ in cache.skipped)
+    finally:
+        os.close(fd)
 
 
 def test_a_roll_drops_the_sealed_segment_but_its_last_step(droppable_log_dir: Path) -> None:
