@@ -18,9 +18,9 @@ So, for the segment file being appended to:
   writeback has not finished simply stays cached: nothing unwritten is dropped. Each drop starts
   a step before the previous one's end, so pages a reader brought back are offered again once;
   and the pages a drop left cached are read back right after it (`mincore`) and offered again at
-  every later round until they are gone or `_RETRY_SECONDS` have passed, so a writeback slower
-  than the rounds (a busy disk, or appends faster than it writes) delays a drop but does not
-  leave the pages to the kernel. Only those pages are offered again, never a range around them:
+  later rounds, up to a step of them a round, furthest behind first, until they are gone or
+  `_RETRY_SECONDS` have passed, so a writeback slower than the rounds (a busy disk, or appends
+  faster than it writes) delays a drop but does not leave the pages to the kernel. Only those pages are offered again, never a range around them:
   a reader far behind the window keeps what it has just read;
 - at a roll, the sealed segment has writeback started to its end and its pages dropped but for
   its last step, at the new segment's first append (its file object held until then, so an
@@ -80,6 +80,10 @@ _RETRY_SECONDS = 120.0
 # to the kernel. Runs closer than a gap of `_MERGE_GAP` are offered as one.
 _MAX_RETRY_RUNS = 64
 _MERGE_GAP = 256 << 10
+# The page cache keeps a file in folios, naturally aligned, of up to 2 MiB (the PMD size on
+# x86-64), and DONTNEED drops a folio only if the range covers all of it: a run offered again is
+# cut only at multiples of this, and a round offers at least this much of them.
+_FOLIO_ALIGN = 2 << 20
 _MAP_FAILED = ctypes.c_void_p(-1).value
 
 
@@ -234,14 +238,28 @@ class TailCache:
         drop = (start, upto - start) if upto > start else None
         return file, kick, drop
 
-    def take_skipped(self, end: int, now: float) -> list[tuple[int, int, float]]:
-        """The runs to offer again this round (and no longer held here): those not yet given up
-        on, cut to the file's `end` (a truncation may have removed them). Pure."""
-        with self._lock:
-            runs, self.skipped = self.skipped, []
+    def take_skipped(self, end: int, now: float, budget: int) -> list[tuple[int, int, float]]:
+        """The runs to offer again this round, at most `budget` bytes of them, furthest behind
+        first (writeback finishes roughly in file order); the rest wait for the next rounds.
+        Runs given up on, or beyond the file's `end` (cut back since), are forgotten. Pure."""
         whole = end - end % PAGE
-        return [(off, min(length, whole - off), until) for off, length, until in runs
-                if until > now and off < whole]
+        with self._lock:
+            runs = [(off, min(length, whole - off), until) for off, length, until in self.skipped
+                    if until > now and off < whole]
+            taken: list[tuple[int, int, float]] = []
+            while runs and budget > 0:
+                off, length, until = runs[0]
+                piece = length if length <= budget else (off + budget) // _FOLIO_ALIGN * _FOLIO_ALIGN - off
+                if piece <= 0:
+                    break
+                taken.append((off, piece, until))
+                budget -= piece
+                if piece == length:
+                    runs.pop(0)
+                else:
+                    runs[0] = (off + piece, length - piece, until)
+            self.skipped = runs
+        return taken
 
     def keep_skipped(self, runs: list[tuple[int, int, float]]) -> None:
         """Runs a drop left cached, offered again at the next rounds. Pure."""
@@ -263,8 +281,11 @@ class TailCache:
         kick, drop = self.plan(end, window)
         if kick is not None or drop is not None:
             # Pages skipped by earlier drops are offered again only at a round, so a partition
-            # being written costs these calls once a step, whatever its appends' sizes.
-            retry = self.take_skipped(end, time.monotonic()) if self.skipped else []
+            # being written costs these calls once a step, whatever its appends' sizes; and at
+            # most a step of them a round, so a disk far behind (every page skipped, hundreds of
+            # MB) costs each round one more step's mincore, not a pass over all of them.
+            budget = max(step_for(window), 2 * _FOLIO_ALIGN)
+            retry = self.take_skipped(end, time.monotonic(), budget) if self.skipped else []
             self._calls(fd, kick, drop, path, broker_id, retry=retry)
 
     def _calls(self, fd: int, kick: tuple[int, int] | None, drop: tuple[int, int] | None, path: object,

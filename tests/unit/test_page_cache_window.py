@@ -110,10 +110,19 @@ def test_skipped_runs_are_taken_once_cut_to_the_end_and_given_up_on_in_time() ->
     cache.keep_skipped([(0, MiB, 100.0), (8 * MiB, 2 * MiB, 100.0), (20 * MiB, MiB, 100.0), (40 * MiB, MiB, 10.0)])
     # The file was cut back to 9 MiB and a bit: the run at 20 MiB is gone, the one at 8 MiB ends
     # at the last whole page; at t=50 the run that gave up at t=10 is not offered.
-    assert cache.take_skipped(9 * MiB + 7, now=50.0) == [(0, MiB, 100.0), (8 * MiB, MiB, 100.0)]
-    assert cache.skipped == [] and cache.take_skipped(100 * MiB, now=50.0) == []
+    assert cache.take_skipped(9 * MiB + 7, now=50.0, budget=8 * MiB) == [(0, MiB, 100.0), (8 * MiB, MiB, 100.0)]
+    assert cache.skipped == [] and cache.take_skipped(100 * MiB, now=50.0, budget=8 * MiB) == []
     cache.keep_skipped([(0, MiB, 100.0)])
-    assert cache.take_skipped(100 * MiB, now=100.0) == []  # its time is up
+    assert cache.take_skipped(100 * MiB, now=100.0, budget=8 * MiB) == []  # its time is up
+
+
+def test_a_round_offers_at_most_its_budget_of_skipped_pages_furthest_behind_first() -> None:
+    cache = TailCache()
+    cache.keep_skipped([(64 * MiB, 6 * MiB, 9.0), (MiB, 5 * MiB, 9.0)])
+    # Cut only at a 2 MiB boundary (a folio is dropped whole or not at all): 1..4 MiB of a 3.5 MiB budget.
+    assert cache.take_skipped(100 * MiB, now=0.0, budget=3 * MiB + MiB // 2) == [(MiB, 3 * MiB, 9.0)]
+    assert cache.take_skipped(100 * MiB, now=0.0, budget=5 * MiB) == [(4 * MiB, 2 * MiB, 9.0), (64 * MiB, 2 * MiB, 9.0)]
+    assert cache.skipped == [(66 * MiB, 4 * MiB, 9.0)]
 
 
 def test_the_key_parses_and_a_bad_value_is_refused_naming_it() -> None:
