@@ -16,12 +16,8 @@ So, for the segment file being appended to:
 - pages more than `window` bytes behind the end are dropped from the cache
   (`posix_fadvise(POSIX_FADV_DONTNEED)`). The kernel drops only clean pages, so a page whose
   writeback has not finished simply stays cached: nothing unwritten is dropped. Each drop starts
-  a step before the previous one's end, so pages a reader brought back are offered again once;
-  and the pages a drop left cached are read back right after it (`mincore`) and offered again at
-  later rounds, up to a step of them a round, furthest behind first, until they are gone or
-  `_RETRY_SECONDS` have passed, so a writeback slower than the rounds (a busy disk, or appends
-  faster than it writes) delays a drop but does not leave the pages to the kernel. Only those pages are offered again, never a range around them:
-  a reader far behind the window keeps what it has just read;
+  a step before the previous one's end, so such pages (and pages a reader brought back) are
+  offered again once;
 - at a roll, the sealed segment has writeback started to its end and its pages dropped but for
   its last step, at the new segment's first append (its file object held until then, so an
   eviction from the descriptor pool cannot close it under the call). (A page whose
@@ -53,7 +49,6 @@ import ctypes.util
 import mmap
 import os
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -72,101 +67,21 @@ PAGE = mmap.PAGESIZE
 _MAX_STEP = 32 << 20
 _MIN_STEP = 1 << 20
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>
-# Pages a drop left cached are offered again at every round for this long: well past the
-# kernel's own writeback of dirty pages (dirty_expire_centisecs, 30 s), after which whatever
-# still holds them (a mapping, a reader at them all along) is left to the kernel.
-_RETRY_SECONDS = 120.0
-# At most this many page runs are waiting to be offered again; a run that does not fit is left
-# to the kernel. Runs closer than a gap of `_MERGE_GAP` are offered as one.
-_MAX_RETRY_RUNS = 64
-_MERGE_GAP = 256 << 10
-# The page cache keeps a file in folios, naturally aligned, of up to 2 MiB (the PMD size on
-# x86-64), and DONTNEED drops a folio only if the range covers all of it: a run offered again is
-# cut only at multiples of this, and a round offers at least this much of them.
-_FOLIO_ALIGN = 2 << 20
-_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
-def _load_libc() -> Any:
-    """libc with use_errno, or None off Linux. A CDLL call releases the GIL."""
+def _load_sync_file_range() -> Any:
+    """libc's sync_file_range (Python's os has none), or None off Linux. A CDLL call releases the GIL."""
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    except OSError:
-        return None
-
-
-def _load_sync_file_range(libc: Any) -> Any:
-    """libc's sync_file_range (Python's os has none), or None off Linux."""
-    call = getattr(libc, "sync_file_range", None)
-    if call is None:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        call = libc.sync_file_range
+    except (OSError, AttributeError):
         return None
     call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     call.restype = ctypes.c_int
     return call
 
 
-def _load_mincore(libc: Any) -> tuple[Any, Any, Any] | None:
-    """libc's mmap, munmap and mincore (Python's mmap module exposes no mincore), or None."""
-    try:
-        mmap_, munmap, mincore = libc.mmap, libc.munmap, libc.mincore
-    except AttributeError:
-        return None
-    mmap_.restype = ctypes.c_void_p
-    mmap_.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64]
-    munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-    return mmap_, munmap, mincore
-
-
-_libc = _load_libc()
-_sync_file_range = _load_sync_file_range(_libc) if _libc is not None else None
-_mincore_calls = _load_mincore(_libc) if _libc is not None else None
-# mincore's vector: bit 0 of each byte says the page is cached; the other bits are reserved.
-_LOW_BIT = bytes(b & 1 for b in range(256))
-
-
-def resident_runs(fd: int, offset: int, length: int) -> list[tuple[int, int]] | None:
-    """The runs of pages of `fd` in [offset, offset + length) that are in the page cache, as
-    (offset, length), from mincore over a read-only shared mapping (which faults nothing in);
-    None if that cannot be told. `offset` is page-aligned."""
-    if _mincore_calls is None or length <= 0:
-        return None
-    mmap_, munmap, mincore = _mincore_calls
-    addr = mmap_(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, offset)
-    if addr is None or addr == _MAP_FAILED:
-        return None
-    try:
-        vec = ctypes.create_string_buffer((length + PAGE - 1) // PAGE)
-        if mincore(addr, length, vec) != 0:
-            return None
-    finally:
-        munmap(addr, length)
-    bits = vec.raw.translate(_LOW_BIT)
-    runs: list[tuple[int, int]] = []
-    start = bits.find(1)
-    while start >= 0:
-        stop = bits.find(0, start)
-        if stop < 0:
-            stop = len(bits)
-        runs.append((offset + start * PAGE, min((stop - start) * PAGE, length - start * PAGE)))
-        start = bits.find(1, stop)
-    return runs
-
-
-def merged(runs: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
-    """(offset, length, give-up time) runs sorted and joined where they overlap or lie closer
-    than `_MERGE_GAP` (a joined run keeps the later time), at most `_MAX_RETRY_RUNS` of them:
-    the ones furthest behind, which have waited longest. Pure."""
-    out: list[tuple[int, int, float]] = []
-    for off, length, until in sorted(runs):
-        if out:
-            last_off, last_len, last_until = out[-1]
-            if off <= last_off + last_len + _MERGE_GAP:
-                end = max(last_off + last_len, off + length)
-                out[-1] = (last_off, end - last_off, max(last_until, until))
-                continue
-        out.append((off, length, until))
-    return out[:_MAX_RETRY_RUNS]
+_sync_file_range = _load_sync_file_range()
 
 
 def step_for(window: int) -> int:
@@ -182,7 +97,7 @@ class TailCache:
     appends) is one at a time, but the thread's round for its last append may still run when the
     loop appends next."""
 
-    __slots__ = ("kicked", "dropped", "off", "sealed", "skipped", "_lock")
+    __slots__ = ("kicked", "dropped", "off", "sealed", "_lock")
 
     def __init__(self) -> None:
         self.kicked = 0
@@ -191,9 +106,6 @@ class TailCache:
         # The segment this one replaced at a roll, (its file, kicked, dropped, size): its pages
         # up to its last step are dropped at this segment's first round (`Log._roll`).
         self.sealed: tuple[OpenFile, int, int, int] | None = None
-        # Page runs a drop left cached (still dirty or under writeback then), to offer again:
-        # (offset, length, monotonic time to give up at).
-        self.skipped: list[tuple[int, int, float]] = []
         self._lock = threading.Lock()
 
     def plan(self, end: int, window: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
@@ -238,35 +150,6 @@ class TailCache:
         drop = (start, upto - start) if upto > start else None
         return file, kick, drop
 
-    def take_skipped(self, end: int, now: float, budget: int) -> list[tuple[int, int, float]]:
-        """The runs to offer again this round, at most `budget` bytes of them, furthest behind
-        first (writeback finishes roughly in file order); the rest wait for the next rounds.
-        Runs given up on, or beyond the file's `end` (cut back since), are forgotten. Pure."""
-        whole = end - end % PAGE
-        with self._lock:
-            runs = [(off, min(length, whole - off), until) for off, length, until in self.skipped
-                    if until > now and off < whole]
-            taken: list[tuple[int, int, float]] = []
-            while runs and budget > 0:
-                off, length, until = runs[0]
-                piece = length if length <= budget else (off + budget) // _FOLIO_ALIGN * _FOLIO_ALIGN - off
-                if piece <= 0:
-                    break
-                taken.append((off, piece, until))
-                budget -= piece
-                if piece == length:
-                    runs.pop(0)
-                else:
-                    runs[0] = (off + piece, length - piece, until)
-            self.skipped = runs
-        return taken
-
-    def keep_skipped(self, runs: list[tuple[int, int, float]]) -> None:
-        """Runs a drop left cached, offered again at the next rounds. Pure."""
-        if runs:
-            with self._lock:
-                self.skipped = merged(self.skipped + runs)
-
     def follow(self, fd: int, end: int, window: int, path: object = None, broker_id: int | None = None) -> None:
         """After an append made the file `fd` end at `end`: the round `plan` says, if any, and
         the sealed segment's, if this is the first since a roll."""
@@ -280,34 +163,17 @@ class TailCache:
             return
         kick, drop = self.plan(end, window)
         if kick is not None or drop is not None:
-            # Pages skipped by earlier drops are offered again only at a round, so a partition
-            # being written costs these calls once a step, whatever its appends' sizes; and at
-            # most a step of them a round, so a disk far behind (every page skipped, hundreds of
-            # MB) costs each round one more step's mincore, not a pass over all of them.
-            budget = max(step_for(window), 2 * _FOLIO_ALIGN)
-            retry = self.take_skipped(end, time.monotonic(), budget) if self.skipped else []
-            self._calls(fd, kick, drop, path, broker_id, retry=retry)
+            self._calls(fd, kick, drop, path, broker_id)
 
     def _calls(self, fd: int, kick: tuple[int, int] | None, drop: tuple[int, int] | None, path: object,
-               broker_id: int | None, sealed: bool = False,
-               retry: list[tuple[int, int, float]] | None = None) -> None:
+               broker_id: int | None, sealed: bool = False) -> None:
         try:
             if kick is not None and _sync_file_range is not None:
                 if _sync_file_range(fd, kick[0], kick[1], _SYNC_FILE_RANGE_WRITE) != 0:
                     code = ctypes.get_errno()
                     raise OSError(code, os.strerror(code))
-            offered = list(retry or ())
             if drop is not None:
-                offered.append((drop[0], drop[1], time.monotonic() + _RETRY_SECONDS))
-            for off, length, _ in offered:
-                os.posix_fadvise(fd, off, length, os.POSIX_FADV_DONTNEED)
-            if not sealed:
-                # What stayed cached was dirty or under writeback: offered again next round.
-                left: list[tuple[int, int, float]] = []
-                for off, length, until in offered:
-                    runs = resident_runs(fd, off, length)
-                    left.extend((o, n, until) for o, n in runs or ())
-                self.keep_skipped(left)
+                os.posix_fadvise(fd, drop[0], drop[1], os.POSIX_FADV_DONTNEED)
         except OSError as e:
             # Not the append's failure: its bytes are in the file. A real I/O error shows again
             # at the next flush, which fails the log as any storage error does (no WAIT flag is
