@@ -61,9 +61,10 @@ the ISR is answered with empty records and the normal high watermark while the l
 quota is exceeded (KAFKA-4313 keeps in-sync replicas unthrottled); it costs nothing of
 the response budget and counts nothing toward min_bytes. While the quota is not
 exceeded, such partitions together get at most the quota's remaining allowance (a
-departure from 0.10.1, which let one response overshoot by its whole size), and wait
-while that is less than a minimum grant, so that leader and follower do not trade
-crumbs. The bytes of every throttled partition in the response, in-sync ones included,
+departure from 0.10.1, which let one response overshoot by its whole size), cut to whole
+batches (Kafka's read may end inside one; under a capped grant that tail was sent again in
+the next), and wait while that is less than a minimum grant, so that leader and follower
+do not trade crumbs. The bytes of every throttled partition in the response, in-sync ones included,
 are recorded when the response is sent.
 
 KIP-13 (consumers only; follower fetches are exempt): a client id over its fetch quota is
@@ -255,8 +256,12 @@ def _read_all(ctx: RequestContext, request: dict[str, Any], first_pass: bool,
                 size = int(min(size, allowance - limited_bytes))
             try:
                 # A converting v0-2 read takes its first entry whole, to cut after conversion.
+                # A throttled read ends on a whole batch: the follower appends only whole ones and
+                # asks again for a cut-off tail, which would have spent the quota twice (a capped
+                # grant is rarely a whole number of batches: 10-20% of a throttled move was resent).
                 sl = rm.read(part, offset, size, consumer=consumer,
-                             min_one_message=min_one or (convert_to < 2 and version < 3), allow_partial=version < 3)
+                             min_one_message=min_one or (convert_to < 2 and version < 3), allow_partial=version < 3,
+                             whole_entries=limited)
                 # A large slice stored as is goes out as the file range itself on plain TCP
                 # (broker.network sends it with sendfile, or reads it if it must wait).
                 data = sl if sl.length >= SENDFILE_FROM and convert_to == 2 and sends_files else (

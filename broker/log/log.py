@@ -507,24 +507,25 @@ class Log:
     # ---- read ------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_message: bool = False, allow_partial: bool = True) -> FileSlice:
+             min_one_message: bool = False, allow_partial: bool = True, whole_entries: bool = False) -> FileSlice:
         """Kafka's fetch read (KIP-74) from one segment.
 
         The slice starts at the first entry whose offset is >= `offset` (so a fetch from inside
         a compressed wrapper gets the whole wrapper), stops before the first entry whose offset is
-        >= `max_offset`, and holds at most `max_bytes`, possibly ending inside an entry. If the
+        >= `max_offset`, and holds at most `max_bytes`, possibly ending inside an entry (as
+        Kafka's; `whole_entries` ends it after the last entry that fits instead). If the
         first entry alone exceeds `max_bytes`: `min_one_message` returns it whole, otherwise
         `allow_partial` (Fetch v0-v2) returns its first `max_bytes` bytes and not
         `allow_partial` (Fetch v3) returns nothing.
         """
         self._check_open()
         try:
-            return self._read(offset, max_bytes, max_offset, min_one_message, allow_partial)
+            return self._read(offset, max_bytes, max_offset, min_one_message, allow_partial, whole_entries)
         except OSError as e:
             raise self._fail("read", e) from e
 
     def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool,
-              allow_partial: bool) -> FileSlice:
+              allow_partial: bool, whole_entries: bool) -> FileSlice:
         leo = self._log_end_offset
         if offset == leo:
             active = self._segments[-1]
@@ -559,6 +560,8 @@ class Log:
                 # `end` with its header reaching past it.
                 bound, _, _ = seg.find(max_offset, max(mpos, start), seg.size, 0)
                 end = min(end, bound)
+        if whole_entries and end < seg.size and end > start + first_size:
+            end = seg.whole_entries_end(start + first_size, end)
         return FileSlice(seg.handle(), start, end - start)
 
     # ---- lookup by timestamp ---------------------------------------------------------

@@ -771,6 +771,26 @@ class Segment:
             pos += HEADER_SIZE + size
         return limit, 0, key
 
+    def whole_entries_end(self, pos: int, limit: int) -> int:
+        """The end of the last whole entry from `pos` (an entry's start) that ends by `limit`;
+        `pos` itself when the entry there does not fit. Only headers are read."""
+        fd = self.fd
+        buf = b""
+        buf_start = pos
+        while pos + HEADER_SIZE <= limit:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(READ_CHUNK, limit - pos), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    break
+            size = HEADER.unpack_from(buf, rel)[1]
+            end = pos + HEADER_SIZE + size
+            if size < 0 or end > limit:  # cut short by the limit (or a corrupted size: stop there)
+                break
+            pos = end
+        return pos
+
     # ---- timestamps ------------------------------------------------------------------
 
     @property

@@ -1470,22 +1470,24 @@ class ReplicaManager:
         return True
 
     def read(self, part: Partition, offset: int, max_bytes: int, *, consumer: bool,
-             min_one_message: bool, allow_partial: bool) -> FileSlice:
-        """A slice of the log; KafkaStorageError (and the directory offline) on an I/O error."""
+             min_one_message: bool, allow_partial: bool, whole_entries: bool = False) -> FileSlice:
+        """A slice of the log (Log.read); KafkaStorageError (and the directory offline) on an I/O error."""
         try:
-            return self._read(part, offset, max_bytes, consumer, min_one_message, allow_partial)
+            return self._read(part, offset, max_bytes, consumer, min_one_message, allow_partial, whole_entries)
         except KafkaStorageError as e:
             self.fail_dir("read", e)
             raise
 
     def _read(self, part: Partition, offset: int, max_bytes: int, consumer: bool,
-              min_one_message: bool, allow_partial: bool) -> FileSlice:
+              min_one_message: bool, allow_partial: bool, whole_entries: bool) -> FileSlice:
         if consumer:
             if offset > part.high_watermark and offset <= part.log_end_offset:
                 return part.log.read(part.log_end_offset, 0)
             return part.log.read(offset, max_bytes, max_offset=part.high_watermark,
-                                 min_one_message=min_one_message, allow_partial=allow_partial)
-        return part.log.read(offset, max_bytes, min_one_message=min_one_message, allow_partial=allow_partial)
+                                 min_one_message=min_one_message, allow_partial=allow_partial,
+                                 whole_entries=whole_entries)
+        return part.log.read(offset, max_bytes, min_one_message=min_one_message, allow_partial=allow_partial,
+                             whole_entries=whole_entries)
 
     # ---- ISR upkeep ------------------------------------------------------------------
 

@@ -329,6 +329,43 @@ def test_read_first_entry_bigger_than_max_bytes(five: tuple[Log, list[bytes]]) -
     assert log.read(2, 0, min_one_message=True).read_bytes() == es[2]
 
 
+def test_read_whole_entries_ends_after_the_last_entry_that_fits(five: tuple[Log, list[bytes]]) -> None:
+    log, es = five
+    size = len(es[0])
+    for cut in (0, 1, 11, 12, size - 1):
+        assert log.read(1, size * 2 + cut, whole_entries=True).read_bytes() == es[1] + es[2]
+    assert log.read(1, size * 3, whole_entries=True).read_bytes() == es[1] + es[2] + es[3]
+    assert log.read(0, 1 << 20, whole_entries=True).read_bytes() == b"".join(es)
+    # The first entry's rules are unchanged: whole with min_one_message, else nothing (v3).
+    assert log.read(2, 30, min_one_message=True, allow_partial=False, whole_entries=True).read_bytes() == es[2]
+    assert log.read(2, 30, allow_partial=False, whole_entries=True).read_bytes() == b""
+    assert log.read(1, size + 5, min_one_message=True, allow_partial=False,
+                    whole_entries=True).read_bytes() == es[1]
+    # Inside a max_offset bound (a consumer's high watermark) too.
+    assert log.read(0, size * 2 + 5, max_offset=4, whole_entries=True).read_bytes() == es[0] + es[1]
+
+
+def test_read_whole_entries_walks_headers_across_read_chunks(tmp_path: Path) -> None:
+    """Many small entries (the header walk rereads past each 16 KiB chunk) and large ones (one
+    header a chunk): every cut ends exactly after the last entry that fits."""
+    log = Log.open(tmp_path, index_interval_bytes=1 << 30)
+    sizes = [40] * 600 + [20_000, 70_000, 33] + [40] * 50
+    es = [entry(i, bytes([i % 251]) * n) for i, n in enumerate(sizes)]
+    for i, e in enumerate(es):
+        log.append(e, i)
+    ends, pos = [], 0
+    for e in es:
+        pos += len(e)
+        ends.append(pos)
+    total = ends[-1]
+    for limit in list(range(len(es[0]), total, 997)) + [total - 1, total]:
+        want = max(end for end in ends if end <= limit)
+        got = log.read(0, limit, allow_partial=False, whole_entries=True)
+        assert (got.position, got.length) == (0, want), limit
+    assert log.read(0, total + 10, whole_entries=True).read_bytes() == b"".join(es)
+    log.close()
+
+
 def test_read_max_offset_bound(five: tuple[Log, list[bytes]]) -> None:
     log, es = five
     assert log.read(1, 10000, max_offset=3).read_bytes() == es[1] + es[2]
