@@ -853,11 +853,13 @@ class ReplicaManager:
         part = self.partitions.get((topic, index))
         if part is not None:
             part.log.settle_now()  # its appends in flight complete before it stops or goes
+            # No longer led here, deleted or not: a reassignment's last step and a topic deletion
+            # send only StopReplica(delete), and an acks=all produce waiting on the object it holds
+            # must see that (its high watermark will never move again), not wait for its timeout.
+            part.leader = -1
+            part.tracker = None
         self.wake((topic, index))  # what waits on it answers (NOT_LEADER_FOR_PARTITION)
         if not delete:
-            if part is not None:
-                part.leader = -1
-                part.tracker = None
             return
         if part is not None:
             del self.partitions[(topic, index)]

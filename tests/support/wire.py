@@ -29,16 +29,17 @@ async def connect(target: HasBootstrap | str, client_id: str = "minibroker-tool"
 
 
 async def produce(conn: KafkaConnection, topic: str, partition: int, records: list[tuple[bytes | None, bytes | None]],
-                  acks: int = 1, version: int = 2, codec: int = 0, first_timestamp: int = 1_700_000_000_000) -> dict:
+                  acks: int = 1, version: int = 2, codec: int = 0, first_timestamp: int = 1_700_000_000_000,
+                  timeout_ms: int = 5000) -> dict:
     """One Produce request of `records` (key, value), timestamped first_timestamp + i; the
-    partition's response (nothing for acks=0)."""
+    partition's response (nothing for acks=0). The response is awaited timeout_ms and 30 s more."""
     data = build_message_set([(k, v, first_timestamp + i) for i, (k, v) in enumerate(records)], magic=1, codec=codec)
-    body = {"acks": acks, "timeout_ms": 5000,
+    body = {"acks": acks, "timeout_ms": timeout_ms,
             "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": data}]}]}
     if acks == 0:
         await conn.send_raw(ApiKey.PRODUCE, version, request_codec(ApiKey.PRODUCE, version).encode(body), expect_response=False)
         return {}
-    resp = await conn.request(ApiKey.PRODUCE, version, body)
+    resp = await conn.request(ApiKey.PRODUCE, version, body, timeout=timeout_ms / 1000 + 30)
     return resp["responses"][0]["partition_responses"][0]
 
 
